@@ -1,0 +1,37 @@
+# Two commands do everything on a fresh machine:
+#   make sample   install, generate a small synthetic dataset, pack it, describe it
+#   make test     install, lint, run the test suite
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: sample test test-all lint format bench clean
+
+$(STAMP): setup.cfg pyproject.toml scripts/install.sh
+	bash scripts/install.sh
+	touch $(STAMP)
+
+sample: $(STAMP)
+	$(BIN)/python -m packer.sample data/sample
+	$(BIN)/pack data/sample --out data/sample-npy --format npy --size 160x120 --overwrite
+	$(BIN)/packer info data/sample-npy
+
+lint: $(STAMP)
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+
+format: $(STAMP)
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+test: lint
+	$(BIN)/pytest -q
+
+test-all: lint
+	$(BIN)/pytest -q -m "slow or not slow"
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_read.py
+
+clean:
+	rm -rf $(VENV) data build *.egg-info

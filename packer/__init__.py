@@ -1,0 +1,30 @@
+"""packer: decode, resize and label images once; read them back at memory speed.
+
+The framework adapters (`packer.keras`, `packer.tf`) import TensorFlow/Keras, so they load
+lazily: `import packer` stays cheap, and converter workers never pay for TensorFlow.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+__all__ = ["__version__", "open", "pack"]
+
+_LAZY = {
+    "open": ("packer.dataset", "open_dataset"),
+    "pack": ("packer.api", "pack"),
+    "keras": ("packer.keras", None),
+    "tf": ("packer.tf", None),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'packer' has no attribute {name!r}")
+    module_name, attr = _LAZY[name]
+    module = importlib.import_module(module_name)
+    value = module if attr is None else getattr(module, attr)
+    globals()[name] = value
+    return value

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Set up everything packer needs on a fresh Debian/Ubuntu machine: the system libraries
+# Pillow-SIMD compiles against, then a virtual environment with the project and its extras.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${VENV:-.venv}
+PYTHON=${PYTHON:-python3}
+
+# Pillow-SIMD ships as source only; it needs these headers to build JPEG/PNG/TIFF/WebP support.
+APT_PACKAGES="libjpeg62-turbo-dev zlib1g-dev libpng-dev libtiff-dev libwebp-dev"
+missing=""
+for p in $APT_PACKAGES; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+if [ -n "$missing" ]; then
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing
+fi
+
+[ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
+"$VENV/bin/pip" install -q --upgrade pip wheel setuptools
+"$VENV/bin/pip" install -q -e ".[tf,test]"
+
+# Anything that depends on plain Pillow would install it over Pillow-SIMD (same PIL module).
+# Make sure the SIMD build is the one that imports.
+if "$VENV/bin/pip" show pillow >/dev/null 2>&1; then
+  "$VENV/bin/pip" uninstall -y -q pillow pillow-simd
+  "$VENV/bin/pip" install -q --no-binary pillow-simd pillow-simd
+fi
+"$VENV/bin/python" -c "import packer.imaging as i; print('packer: imaging backends:', i.backend_versions())"
