@@ -1,0 +1,5 @@
+"""`python -m packer ...` is the `packer` command."""
+
+from .cli import main
+
+main()

@@ -1,0 +1,316 @@
+"""`packer.pack`: source -> samples -> plan -> shard tasks -> writers -> manifest.
+
+This module orchestrates; the pieces (sources, labels, imaging, plan, convert, engine,
+manifest) each do one job. It also guards the output folder: a finished pack is never
+half-overwritten, an interrupted one is resumed, a different one is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import __version__, engine, manifest
+from .convert import PARTIAL_DIR, FinalizeTask, PackConfig, clear_partial, cpu_count
+from .dataset import PackedDataset, open_dataset
+from .imaging import DEFAULT_MAX_PIXELS, Geometry, backend_versions, load_image
+from .labels import ClassTable, find_class_table, mask_dtype, read_class_table
+from .plan import ChunkTask, ShardPlan, chunk_tasks, plan_shards
+from .records import fields_for, record_bytes
+from .shardio import TMP_PREFIX
+from .sources import SourceScan, scan
+
+FORMATS = ("npy",)
+DEFAULT_SHARD_BYTES = 256 * 1000 * 1000
+
+
+class PackError(RuntimeError):
+    """The pack cannot start or go on; the message says why and what to do."""
+
+
+@dataclass
+class PackPlan:
+    """Everything decided before any pixel is decoded (what `--dry-run` shows)."""
+
+    scan: SourceScan
+    out: Path
+    table: ClassTable | None
+    config: PackConfig
+    shards: dict[str, list[ShardPlan]]
+    options: dict
+    fingerprint: str
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def record_bytes(self) -> int:
+        return record_bytes(self.config.fields)
+
+
+def default_out(src: str | os.PathLike, fmt: str) -> Path:
+    """`<SRC>-<format>` beside SRC (a list file's name without its extension)."""
+    src_path = Path(src).resolve()
+    stem = src_path.stem if src_path.is_file() else src_path.name
+    return src_path.parent / f"{stem}-{fmt}"
+
+
+def make_plan(
+    src: str | os.PathLike,
+    out: str | os.PathLike | None = None,
+    format: str = "npy",
+    size: tuple[int, int] | int | None = None,
+    *,
+    resize: str = "fill",
+    interpolation: str = "auto",
+    pad_value: int = 0,
+    seed: int = 0,
+    shard_size: int = DEFAULT_SHARD_BYTES,
+    split: dict[str, float] | None = None,
+    layout: str = "auto",
+    masks: str | os.PathLike | None = None,
+    mask_suffix: str | None = None,
+    classes: str | os.PathLike | None = None,
+    ignore_index: int = 255,
+    unknown_colors: str = "ignore",
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+) -> PackPlan:
+    """Scan the source and decide shapes, classes, shards and the output folder."""
+    if format not in FORMATS:
+        raise PackError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
+    if shard_size <= 0:
+        raise PackError("--shard-size must be a positive number of bytes")
+    found = scan(src, layout=layout, masks=masks, mask_suffix=mask_suffix, split=split)
+    notes = list(found.notes)
+    table = _class_table(found, classes, notes)
+    if found.task == "segmentation" and not 0 <= ignore_index <= 65535:
+        raise PackError(f"--ignore-index {ignore_index} must be within 0..65535")
+    if table is not None and found.task == "segmentation" and ignore_index < len(table):
+        raise PackError(
+            f"--ignore-index {ignore_index} is a class id ({table.names[ignore_index]!r}); "
+            f"choose a value of at least {len(table)}"
+        )
+    geometry = Geometry(_output_size(found, size, notes), resize, interpolation, pad_value)
+    fields = fields_for(found.task, geometry.size, mask_dtype(table and len(table)))
+    out_path = Path(out) if out is not None else default_out(src, format)
+    options = {
+        "format": format,
+        "size": list(geometry.size),
+        "resize": resize,
+        "interpolation": interpolation,
+        "pad_value": pad_value,
+        "seed": seed,
+        "shard_size": shard_size,
+        "split": split,
+        "layout": layout,
+        "masks": masks and str(masks),
+        "mask_suffix": mask_suffix,
+        "classes": classes and str(classes),
+        "ignore_index": ignore_index,
+        "unknown_colors": unknown_colors,
+        "max_pixels": max_pixels,
+    }
+    config = PackConfig(
+        root=str(found.root),
+        out=str(out_path.resolve()),
+        format=format,
+        task=found.task,
+        geometry=geometry,
+        fields=fields,
+        table=table,
+        ignore_index=ignore_index,
+        unknown_colors=unknown_colors,
+        max_pixels=max_pixels,
+    )
+    shards = plan_shards(found.samples, seed, record_bytes(fields), shard_size)
+    return PackPlan(
+        found, out_path, table, config, shards, options, _fingerprint(options, found), notes
+    )
+
+
+def _class_table(found: SourceScan, classes, notes: list[str]) -> ClassTable | None:
+    """The class table: --classes, else a file in the source root, else folder/list names."""
+    path = Path(classes) if classes is not None else find_class_table(found.root)
+    if path is not None:
+        table = read_class_table(path)
+        notes.append(f"classes from {path.name}: {len(table)}")
+        if found.class_names is not None and len(table) < len(found.class_names):
+            raise PackError(
+                f"{path} lists {len(table)} classes, the source has "
+                f"{len(found.class_names)}: {', '.join(found.class_names)}"
+            )
+        return table
+    if found.class_names is not None:
+        return ClassTable.from_names(
+            list(found.class_names),
+            "folder names" if found.layout == "class-folders" else "list labels",
+        )
+    notes.append("no class table found: masks are read as class indices, classes are counted")
+    return None
+
+
+def _output_size(found: SourceScan, size, notes: list[str]) -> tuple[int, int]:
+    """--size as (W, H); without it, the size of the first image (others are resized to it)."""
+    if isinstance(size, int):
+        return (size, size)
+    if size is not None:
+        return (int(size[0]), int(size[1]))
+    first = found.samples[0].image
+    width, height = load_image(found.root / first, None).source_size
+    notes.append(f"no --size given: using {width}x{height}, the size of {first}")
+    return (width, height)
+
+
+def _fingerprint(options: dict, found: SourceScan) -> str:
+    """Identifies what a pack would contain: its options and its exact list of samples."""
+    digest = hashlib.sha256(json.dumps(options, sort_keys=True).encode())
+    for s in found.samples:
+        digest.update(f"{s.split}\0{s.image}\0{s.mask}\0{s.label}\n".encode())
+    return digest.hexdigest()
+
+
+def pack(
+    src: str | os.PathLike,
+    out: str | os.PathLike | None = None,
+    format: str = "npy",
+    size: tuple[int, int] | int | None = None,
+    *,
+    workers: int | None = None,
+    overwrite: bool = False,
+    progress: bool = False,
+    **options,
+) -> PackedDataset:
+    """Pack SRC into OUT and return the opened dataset; resumes an interrupted pack of the same."""
+    plan = make_plan(src, out, format, size, **options)
+    execute(plan, workers=workers, overwrite=overwrite, progress=progress)
+    return open_dataset(plan.out)
+
+
+def execute(
+    plan: PackPlan, workers: int | None = None, overwrite: bool = False, progress: bool = False
+) -> dict:
+    """Run a plan: prepare the output folder, pack missing shards, write the manifest."""
+    if not plan.scan.samples:
+        raise PackError(f"{plan.scan.root}: nothing to pack")
+    out = plan.out
+    if not _prepare_out(out, plan.fingerprint, overwrite):
+        return manifest.read(out) | {"up_to_date": True}
+    started = time.perf_counter()
+    done = _finished_receipts(out, plan.fingerprint)
+    todo = {
+        s.name: chunk_tasks(s, plan.record_bytes)
+        for shards in plan.shards.values()
+        for s in shards
+        if s.name not in done
+    }
+    workers = max(1, workers or cpu_count())
+    total = sum(len(c.samples) for chunks in todo.values() for c in chunks)
+    receipts = engine.run(
+        plan.config,
+        todo,
+        lambda name, results: FinalizeTask(
+            name, _split_of(todo[name]), plan.fingerprint, engine.ordered_chunks(results)
+        ),
+        workers,
+        total,
+        progress,
+    )
+    receipts += list(done.values())
+    data = manifest.build(
+        fmt=plan.config.format,
+        task=plan.scan.task,
+        fields=plan.config.fields,
+        table=plan.table or _table_from_counts(receipts, plan.config.ignore_index),
+        receipts=receipts,
+        options=plan.options,
+        fingerprint=plan.fingerprint,
+        source={
+            "root": str(plan.scan.root),
+            "layout": plan.scan.layout,
+            "split_source": plan.scan.split_source,
+        },
+        run={
+            "packer_version": __version__,
+            "workers": workers,
+            "seconds": round(time.perf_counter() - started, 3),
+            "resumed_shards": len(done),
+            "libraries": backend_versions(),
+        },
+        rejected=[{"path": r.path, "reason": r.reason} for r in plan.scan.rejected],
+    )
+    manifest.write(out, data)
+    clear_partial(out)
+    return data
+
+
+def _split_of(chunks: list[ChunkTask]) -> str:
+    return chunks[0].split
+
+
+def _table_from_counts(receipts: list[dict], ignore_index: int) -> ClassTable:
+    """Without a class table, classes are the indices that occur (0..max), named class_N."""
+    seen = {int(k) for r in receipts for k in r["class_counts"]} - {ignore_index}
+    return ClassTable.from_names(
+        [f"class_{i}" for i in range(max(seen, default=-1) + 1)], "mask values"
+    )
+
+
+def _prepare_out(out: Path, fingerprint: str, overwrite: bool) -> bool:
+    """Get OUT ready; False when it already holds this very pack, finished (nothing to do)."""
+    partial = out / PARTIAL_DIR
+    marker = partial / "plan.json"
+    if (out / manifest.MANIFEST_NAME).exists() and not overwrite:
+        if manifest.read(out).get("fingerprint") == fingerprint:
+            return False
+        raise PackError(
+            f"{out} already holds a different pack (other sources or options); "
+            "choose another --out or pass --overwrite to replace it"
+        )
+    if partial.exists() and not overwrite:
+        if marker.exists() and json.loads(marker.read_text()).get("fingerprint") != fingerprint:
+            raise PackError(
+                f"{out} holds an unfinished pack with other sources or options; "
+                "re-run that command to finish it, or pass --overwrite"
+            )
+    elif out.exists() and any(out.iterdir()) and not overwrite:
+        raise PackError(
+            f"{out} exists and is not a packer dataset; choose another --out or pass --overwrite"
+        )
+    if overwrite:
+        remove_pack(out)
+    partial.mkdir(parents=True, exist_ok=True)
+    marker.write_text(json.dumps({"fingerprint": fingerprint}))
+    return True
+
+
+def remove_pack(out: Path) -> None:
+    """Delete what a pack wrote in OUT (manifest first, so nothing claims a finished dataset)."""
+    (out / manifest.MANIFEST_NAME).unlink(missing_ok=True)
+    clear_partial(out)
+    if not out.is_dir():
+        return
+    for split_dir in [p for p in out.iterdir() if p.is_dir()]:
+        for f in split_dir.iterdir():
+            if f.is_file() and ("-of-" in f.name or f.name.startswith(TMP_PREFIX)):
+                f.unlink()
+        if not any(split_dir.iterdir()):
+            split_dir.rmdir()
+
+
+def _finished_receipts(out: Path, fingerprint: str) -> dict[str, dict]:
+    """Shards an interrupted run finished: receipt present, same plan, files of the right size."""
+    receipts: dict[str, dict] = {}
+    for path in sorted((out / PARTIAL_DIR / "shards").glob("*.json")):
+        try:
+            receipt = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        files_ok = all(
+            (out / f["path"]).is_file() and (out / f["path"]).stat().st_size == f["bytes"]
+            for f in receipt["files"]
+        )
+        if receipt.get("fingerprint") == fingerprint and files_ok:
+            receipts[receipt["name"]] = receipt
+    return receipts

@@ -1,0 +1,248 @@
+"""The work a converter process does: decode, transform and write a chunk; finalise a shard.
+
+Both functions take small task descriptions and return small summaries: pixels go from the
+source files to the shard files inside the worker and never through a pipe. This module must
+not import TensorFlow.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from .formats import npy
+from .imaging import Geometry, ImageError, load_image, load_mask, pad_to_canvas, resample_mask
+from .labels import ClassTable, LabelError, LabelMapper
+from .plan import ChunkTask
+from .records import Field
+from .shardio import FileInfo, write_atomic
+from .sources import Sample
+
+PARTIAL_DIR = ".partial"
+
+
+@dataclass(frozen=True)
+class PackConfig:
+    """Everything a worker needs to turn a chunk of samples into records (small, picklable)."""
+
+    root: str
+    out: str
+    format: str
+    task: str
+    geometry: Geometry
+    fields: tuple[Field, ...]
+    table: ClassTable | None
+    ignore_index: int
+    unknown_colors: str  # "ignore": map to ignore_index and report; "error": stop the pack
+    max_pixels: int
+
+    @property
+    def part_dir(self) -> Path:
+        return Path(self.out) / PARTIAL_DIR / "parts"
+
+    @property
+    def receipt_dir(self) -> Path:
+        return Path(self.out) / PARTIAL_DIR / "shards"
+
+
+@dataclass
+class ChunkResult:
+    """What a worker reports for a chunk: kept sources, rejections and stats, never pixels."""
+
+    shard: str
+    chunk: int
+    kept: list[list[str | None]] = field(default_factory=list)  # [image, mask] per record
+    rejected: list[dict] = field(default_factory=list)
+    unknown: list[dict] = field(default_factory=list)
+    channel_hist: list[list[int]] = field(default_factory=lambda: [[0] * 256 for _ in range(3)])
+    class_counts: dict[int, int] = field(default_factory=dict)
+    backends: Counter = field(default_factory=Counter)
+
+
+class UnknownLabelError(RuntimeError):
+    """Raised with `--unknown-colors error` when a mask holds values outside the class table."""
+
+
+_config: PackConfig | None = None
+_mapper: LabelMapper | None = None
+
+
+def init_worker(config: PackConfig) -> None:
+    """Per-process set-up: one OpenCV thread per worker (the pool is the parallelism)."""
+    global _config, _mapper
+    cv2.setNumThreads(1)
+    _config = config
+    mask_field = next((f for f in config.fields if f.name == "masks"), None)
+    _mapper = mask_field and LabelMapper(
+        config.table, config.ignore_index, np.dtype(mask_field.dtype)
+    )
+
+
+def pack_chunk(task: ChunkTask) -> ChunkResult:
+    """Decode and transform each sample, appending records to the chunk's part files."""
+    config = _require_config()
+    result = ChunkResult(task.shard, task.chunk)
+    config.part_dir.mkdir(parents=True, exist_ok=True)
+    writer = npy.ChunkWriter(config.part_dir, task.shard, task.chunk, config.fields)
+    try:
+        for sample in task.samples:
+            try:
+                record, backend, unknown = _make_record(config, sample)
+            except SampleError as exc:
+                result.rejected.append({"path": exc.path, "reason": exc.reason})
+                continue
+            if unknown:
+                result.unknown.append({"path": sample.mask, "values": unknown})
+                if config.unknown_colors == "error":
+                    found = ", ".join(f"{k} x {v} px" for k, v in unknown.items())
+                    raise UnknownLabelError(
+                        f"{sample.mask}: values not in the class table: {found}"
+                    )
+            writer.write(record)
+            result.kept.append([sample.image, sample.mask])
+            result.backends[backend] += 1
+            _accumulate(result, record)
+    finally:
+        writer.close()
+    return result
+
+
+class SampleError(Exception):
+    """One input that cannot be packed: the file at fault and the precise reason."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+def _make_record(config: PackConfig, sample: Sample) -> tuple[dict[str, np.ndarray], str, dict]:
+    """One sample's arrays: the transformed image and its label or its mapped, aligned mask."""
+    root = Path(config.root)
+    try:
+        image = load_image(root / sample.image, config.geometry, max_pixels=config.max_pixels)
+    except (ImageError, OSError) as exc:
+        raise SampleError(sample.image, str(exc)) from exc
+    if sample.mask is None:
+        return {"images": image.pixels, "labels": np.int32(sample.label)}, image.backend, {}
+    try:
+        mask = load_mask(root / sample.mask, max_pixels=config.max_pixels)
+        if mask.size != image.source_size:
+            raise LabelError(
+                f"mask is {mask.size[0]}x{mask.size[1]} pixels but its image {sample.image} is "
+                f"{image.source_size[0]}x{image.source_size[1]}"
+            )
+        # Map at source resolution so that every unknown value is reported, even outside the crop.
+        mapped = _mapper.map(mask, mask.values)  # type: ignore[union-attr]
+    except (ImageError, LabelError, OSError) as exc:
+        raise SampleError(sample.mask, str(exc)) from exc
+    resampled = resample_mask(mapped.ids, image.placement)
+    ids = pad_to_canvas(resampled, image.placement, config.ignore_index)
+    return {"images": image.pixels, "masks": ids}, image.backend, mapped.unknown
+
+
+def _accumulate(result: ChunkResult, record: dict[str, np.ndarray]) -> None:
+    """Per-channel histograms (exact integer mean/std later) and class counts, cheaply."""
+    pixels = record["images"]
+    for c in range(3):
+        hist = cv2.calcHist([pixels], [c], None, [256], [0, 256]).ravel()
+        row = result.channel_hist[c]
+        for value in np.flatnonzero(hist):
+            row[value] += int(hist[value])
+    if "masks" in record:
+        counts = np.bincount(record["masks"].ravel())
+        for cls in np.flatnonzero(counts):
+            result.class_counts[int(cls)] = result.class_counts.get(int(cls), 0) + int(counts[cls])
+    else:
+        label = int(record["labels"])
+        result.class_counts[label] = result.class_counts.get(label, 0) + 1
+
+
+@dataclass(frozen=True)
+class FinalizeTask:
+    """A shard whose chunks are all written: their order and what they kept."""
+
+    shard: str
+    split: str
+    fingerprint: str
+    chunks: tuple[ChunkResult, ...]
+
+
+def finalize_shard(task: FinalizeTask) -> dict:
+    """Join the chunk parts into the shard's files, atomically, and write its receipt last."""
+    config = _require_config()
+    out = Path(config.out)
+    split_dir = out / task.split
+    split_dir.mkdir(parents=True, exist_ok=True)
+    count = sum(len(c.kept) for c in task.chunks)
+    heads = npy.shard_heads(config.fields, count)
+    files: list[FileInfo] = []
+    for f in config.fields:
+        parts = [config.part_dir / f"{task.shard}.{c.chunk:05d}.{f.name}.part" for c in task.chunks]
+        files.append(
+            write_atomic(split_dir / npy.file_name(task.shard, f.name), out, heads[f.name], parts)
+        )
+    sources = [s for c in task.chunks for s in c.kept]
+    files.append(
+        write_atomic(
+            split_dir / f"{task.shard}.sources.json",
+            out,
+            b"",
+            [json.dumps(sources, ensure_ascii=False).encode()],
+        )
+    )
+    receipt = _receipt(task, count, files)
+    config.receipt_dir.mkdir(parents=True, exist_ok=True)
+    write_atomic(
+        config.receipt_dir / f"{task.shard}.json", out, b"", [json.dumps(receipt).encode()]
+    )
+    for c in task.chunks:
+        for f in config.fields:
+            (config.part_dir / f"{task.shard}.{c.chunk:05d}.{f.name}.part").unlink(missing_ok=True)
+    return receipt
+
+
+def _receipt(task: FinalizeTask, count: int, files: list[FileInfo]) -> dict:
+    """Everything the manifest needs about a finished shard, so a resumed pack can skip it."""
+    hist = np.zeros((3, 256), np.int64)
+    classes: Counter = Counter()
+    backends: Counter = Counter()
+    for c in task.chunks:
+        hist += np.asarray(c.channel_hist, np.int64)
+        classes.update(c.class_counts)
+        backends.update(c.backends)
+    return {
+        "name": task.shard,
+        "split": task.split,
+        "fingerprint": task.fingerprint,
+        "count": count,
+        "files": [f.to_json() for f in files],
+        "channel_hist": hist.tolist(),
+        "class_counts": {str(k): v for k, v in sorted(classes.items())},
+        "backends": dict(sorted(backends.items())),
+        "rejected": [r for c in task.chunks for r in c.rejected],
+        "unknown": [u for c in task.chunks for u in c.unknown],
+    }
+
+
+def clear_partial(out: Path) -> None:
+    """Remove the work folder once the manifest is written."""
+    shutil.rmtree(out / PARTIAL_DIR, ignore_errors=True)
+
+
+def _require_config() -> PackConfig:
+    if _config is None:
+        raise RuntimeError("worker not initialised: call init_worker(config) first")
+    return _config
+
+
+def cpu_count() -> int:
+    """Cores this process may use (respects affinity masks and containers)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1

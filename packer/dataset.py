@@ -1,0 +1,140 @@
+"""`packer.open`: a packed dataset as Python objects (manifest, splits, provenance, batch reads)."""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+from . import manifest
+from .formats import npy
+from .records import Field
+
+
+class PackedDataset:
+    """A finished pack: its manifest, classes and splits. `ds["train"]` gives one split."""
+
+    def __init__(self, root: str | os.PathLike) -> None:
+        self.root = Path(root)
+        self.manifest = manifest.read(self.root)
+        self.format: str = self.manifest["format"]
+        self.task: str = self.manifest["task"]
+        self.fields = tuple(Field.from_json(f) for f in self.manifest["fields"])
+        self.splits = {
+            name: Split(self, name, data) for name, data in self.manifest["splits"].items()
+        }
+
+    @property
+    def classes(self) -> list[dict]:
+        """Class index, name and colour (None where the source had none), in index order."""
+        return self.manifest["classes"]
+
+    @property
+    def class_names(self) -> list[str]:
+        return [c["name"] for c in self.classes]
+
+    @property
+    def image_shape(self) -> tuple[int, int, int]:
+        return self.field("images").shape  # type: ignore[return-value]
+
+    def field(self, name: str) -> Field:
+        return next(f for f in self.fields if f.name == name)
+
+    def __getitem__(self, split: str) -> Split:
+        if split not in self.splits:
+            raise KeyError(f"{self.root}: no split {split!r}; splits: {', '.join(self.splits)}")
+        return self.splits[split]
+
+    def __repr__(self) -> str:
+        counts = ", ".join(f"{n}={s.count}" for n, s in self.splits.items())
+        return (
+            f"PackedDataset({str(self.root)!r}, format={self.format}, task={self.task}, {counts})"
+        )
+
+
+class Split:
+    """One split of a pack: sample count, shards, provenance and a batch reader."""
+
+    def __init__(self, dataset: PackedDataset, name: str, data: dict) -> None:
+        self.dataset = dataset
+        self.name = name
+        self.count: int = data["count"]
+        self.shards: list[dict] = data["shards"]
+        self.offsets = np.cumsum([0] + [s["count"] for s in self.shards])
+
+    def locate(self, index: int) -> tuple[int, int]:
+        """(shard number, index inside that shard) of sample `index`."""
+        if not 0 <= index < self.count:
+            raise IndexError(f"sample {index} out of range for split {self.name!r} ({self.count})")
+        shard = int(np.searchsorted(self.offsets, index, side="right")) - 1
+        return shard, index - int(self.offsets[shard])
+
+    def source(self, index: int) -> str:
+        """The source file (image) that became sample `index`."""
+        return self._sources(index)[0]
+
+    def mask_source(self, index: int) -> str | None:
+        """The mask file of sample `index` (None for classification)."""
+        return self._sources(index)[1]
+
+    def _sources(self, index: int) -> tuple[str, str | None]:
+        shard, local = self.locate(index)
+        image, mask = self._provenance(shard)[local]
+        root = Path(self.dataset.manifest["source"]["root"])
+        return str(root / image), mask and str(root / mask)
+
+    def _provenance(self, shard: int) -> list:
+        cache = self.__dict__.setdefault("_provenance_cache", {})
+        if shard not in cache:
+            path = next(
+                f["path"]
+                for f in self.shards[shard]["files"]
+                if f["path"].endswith(".sources.json")
+            )
+            cache[shard] = json.loads((self.dataset.root / path).read_text(encoding="utf-8"))
+        return cache[shard]
+
+    @cached_property
+    def reader(self) -> BatchReader:
+        return BatchReader(self)
+
+
+class BatchReader:
+    """Reads any set of sample indices as whole-batch arrays, shard by shard, without decoding."""
+
+    def __init__(self, split: Split) -> None:
+        self.split = split
+        self.fields = split.dataset.fields
+        root = split.dataset.root
+        self.shards = [
+            npy.NpyShardReader(
+                {f.name: root / split.name / npy.file_name(s["name"], f.name) for f in self.fields},
+                s["count"],
+            )
+            for s in split.shards
+        ]
+
+    def read(self, indices: np.ndarray) -> dict[str, np.ndarray]:
+        """Arrays for `indices`, returned in ascending index order (sorted reads are sequential)."""
+        order = np.sort(np.asarray(indices, dtype=np.int64))
+        out = {f.name: np.empty((len(order), *f.shape), np.dtype(f.dtype)) for f in self.fields}
+        shard_of = np.searchsorted(self.split.offsets, order, side="right") - 1
+        bounds = np.flatnonzero(np.diff(shard_of)) + 1
+        for start, stop in zip(np.r_[0, bounds], np.r_[bounds, len(order)], strict=True):
+            shard = int(shard_of[start])
+            local = order[start:stop] - self.split.offsets[shard]
+            for f in self.fields:
+                self.shards[shard].take(f.name, local, out[f.name][start:stop])
+        return out
+
+    def close(self) -> None:
+        for shard in self.shards:
+            shard.close()
+
+
+def open_dataset(root: str | os.PathLike) -> PackedDataset:
+    """Open a packed dataset (any format) by its folder."""
+    return PackedDataset(root)

@@ -1,0 +1,85 @@
+"""The local process pool: runs chunk tasks, then each shard's finalisation, with a progress bar.
+
+Workers are forked when the parent has no threads-heavy framework loaded (fast start), else
+spawned, so a pack started from a TensorFlow script never forks TensorFlow's threads.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+
+from tqdm import tqdm
+
+from . import convert
+from .plan import ChunkTask
+
+_FORK_UNSAFE = ("tensorflow", "torch", "jax", "keras")
+
+
+def start_method() -> str:
+    """'fork' when it is safe (Linux, one thread, no framework loaded), else 'spawn'."""
+    if sys.platform != "linux" or threading.active_count() > 1:
+        return "spawn"
+    if any(name in sys.modules for name in _FORK_UNSAFE):
+        return "spawn"
+    return "fork"
+
+
+def run(
+    config: convert.PackConfig,
+    shards: dict[str, list[ChunkTask]],
+    make_finalize: Callable[[str, list[convert.ChunkResult]], convert.FinalizeTask],
+    workers: int,
+    total_images: int,
+    progress: bool = True,
+) -> list[dict]:
+    """Pack every chunk of `shards` (shard name -> its chunks) and return the shard receipts."""
+    if not shards:
+        return []
+    context = multiprocessing.get_context(start_method())
+    pending_chunks = {name: len(chunks) for name, chunks in shards.items()}
+    results: dict[str, list[convert.ChunkResult]] = {name: [] for name in shards}
+    receipts: list[dict] = []
+    bar = tqdm(
+        total=total_images,
+        unit="img",
+        disable=not progress,
+        dynamic_ncols=True,
+        desc="packing",
+        smoothing=0.1,
+    )
+    with ProcessPoolExecutor(
+        workers, mp_context=context, initializer=convert.init_worker, initargs=(config,)
+    ) as pool:
+        running: set[Future] = set()
+        for chunks in shards.values():
+            running.update(pool.submit(convert.pack_chunk, task) for task in chunks)
+        try:
+            while running:
+                done, running = wait(running, return_when=FIRST_COMPLETED)
+                for future in done:
+                    outcome = future.result()
+                    if isinstance(outcome, convert.ChunkResult):
+                        bar.update(len(outcome.kept) + len(outcome.rejected))
+                        results[outcome.shard].append(outcome)
+                        pending_chunks[outcome.shard] -= 1
+                        if pending_chunks[outcome.shard] == 0:
+                            task = make_finalize(outcome.shard, results.pop(outcome.shard))
+                            running.add(pool.submit(convert.finalize_shard, task))
+                    else:
+                        receipts.append(outcome)
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        finally:
+            bar.close()
+    return receipts
+
+
+def ordered_chunks(results: Sequence[convert.ChunkResult]) -> tuple[convert.ChunkResult, ...]:
+    """Chunk results in chunk order, whatever order the workers finished them in."""
+    return tuple(sorted(results, key=lambda r: r.chunk))

@@ -1,0 +1,1 @@
+"""On-disk formats: each module writes and reads the bytes of one format."""

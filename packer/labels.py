@@ -1,0 +1,228 @@
+"""Class tables and the mapping of mask pixels (indices, palette entries, colours) to class ids.
+
+Masks are labels, not pictures: palette masks are read as indices and, when the class table
+has colours, mapped through each file's own palette; colour masks map through the table;
+anything not in the table becomes the ignore index and is reported with its pixel count.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .imaging import MaskPixels
+
+CLASS_DICT_NAMES = ("class_dict.csv",)
+NAMES_FILE_NAMES = ("class_names.txt", "classes.txt", "labels.txt")
+UNKNOWN_REPORT_LIMIT = 8  # distinct unknown values listed per file
+
+
+class LabelError(ValueError):
+    """A class table or mask that cannot be mapped; the message says what and where."""
+
+
+@dataclass(frozen=True)
+class ClassInfo:
+    """One class: its index in the packed targets, its name and (optionally) its mask colour."""
+
+    index: int
+    name: str
+    color: tuple[int, int, int] | None = None
+
+    def to_json(self) -> dict:
+        return {"index": self.index, "name": self.name, "color": self.color and list(self.color)}
+
+
+@dataclass(frozen=True)
+class ClassTable:
+    """An ordered list of classes and where it came from (a file, folder names, list labels)."""
+
+    classes: tuple[ClassInfo, ...]
+    source: str
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.classes]
+
+    @property
+    def has_colors(self) -> bool:
+        return bool(self.classes) and all(c.color is not None for c in self.classes)
+
+    def __len__(self) -> int:
+        return len(self.classes)
+
+    @classmethod
+    def from_names(cls, names: list[str], source: str) -> ClassTable:
+        return cls(tuple(ClassInfo(i, n) for i, n in enumerate(names)), source)
+
+
+def find_class_table(root: Path) -> Path | None:
+    """The class_dict.csv or names file in a source root, if there is one (never classes.json)."""
+    for name in CLASS_DICT_NAMES + NAMES_FILE_NAMES:
+        if (root / name).is_file():
+            return root / name
+    return None
+
+
+def read_class_table(path: Path) -> ClassTable:
+    """Read a `name,r,g,b` CSV (row N = class N) or a names file (line N = class N)."""
+    text = path.read_text(encoding="utf-8-sig")
+    first = text.lstrip().splitlines()[0] if text.strip() else ""
+    if path.suffix.lower() == ".csv" or first.replace(" ", "").lower().startswith("name,r,g,b"):
+        return _read_class_dict(path, text)
+    names = [line.strip() for line in text.splitlines() if line.strip()]
+    if not names:
+        raise LabelError(f"{path}: the class names file is empty")
+    return ClassTable.from_names(names, path.name)
+
+
+def _read_class_dict(path: Path, text: str) -> ClassTable:
+    """Parse class_dict.csv; duplicate colours would make masks ambiguous, so they are refused."""
+    rows = list(csv.reader(text.splitlines()))
+    header = [h.strip().lower() for h in rows[0]]
+    if header[:4] != ["name", "r", "g", "b"]:
+        raise LabelError(f"{path}: expected a header 'name,r,g,b', found {','.join(rows[0])!r}")
+    classes: list[ClassInfo] = []
+    seen: dict[tuple[int, int, int], str] = {}
+    for line_no, row in enumerate(rows[1:], start=2):
+        if not row or not "".join(row).strip():
+            continue
+        try:
+            name = row[0].strip()
+            color = tuple(int(v) for v in row[1:4])
+        except (ValueError, IndexError):
+            raise LabelError(f"{path}:{line_no}: expected 'name,r,g,b', found {row!r}") from None
+        if len(color) != 3 or not all(0 <= v <= 255 for v in color):
+            raise LabelError(f"{path}:{line_no}: colour {row[1:4]} is not three values 0..255")
+        if color in seen:
+            raise LabelError(
+                f"{path}:{line_no}: colour {color} is used by both {seen[color]!r} and {name!r}"
+            )
+        seen[color] = name
+        classes.append(ClassInfo(len(classes), name, color))  # type: ignore[arg-type]
+    if not classes:
+        raise LabelError(f"{path}: no classes listed")
+    return ClassTable(tuple(classes), path.name)
+
+
+def preview_colors(count: int) -> np.ndarray:
+    """Distinct display colours (the Pascal VOC bit-interleaved palette) for classes without one."""
+    colors = np.zeros((count, 3), np.uint8)
+    for i in range(count):
+        c, r, g, b = i, 0, 0, 0
+        for j in range(8):
+            r |= ((c >> 0) & 1) << (7 - j)
+            g |= ((c >> 1) & 1) << (7 - j)
+            b |= ((c >> 2) & 1) << (7 - j)
+            c >>= 3
+        colors[i] = (r, g, b)
+    return colors
+
+
+def mask_dtype(num_classes: int | None) -> np.dtype:
+    """uint8 while every class id and the ignore index fit in a byte, uint16 above 255 classes."""
+    return np.dtype(np.uint8 if num_classes is None or num_classes <= 255 else "<u2")
+
+
+@dataclass
+class MappedMask:
+    """Class ids for one mask plus the values that were not in the table (value -> pixel count)."""
+
+    ids: np.ndarray
+    unknown: dict[str, int]
+
+
+class LabelMapper:
+    """Turns mask pixels into class ids; built once per worker (reusing its lookup table)."""
+
+    def __init__(self, table: ClassTable | None, ignore_index: int, dtype: np.dtype) -> None:
+        self.table = table
+        self.ignore_index = ignore_index
+        self.dtype = np.dtype(dtype)
+        self.num_classes = len(table) if table is not None else None
+        self._color_lut: np.ndarray | None = None
+
+    def map(self, mask: MaskPixels, values: np.ndarray) -> MappedMask:
+        """Map `values` (the mask's raw values) according to the mask's kind."""
+        if mask.kind == "color":
+            return self._map_colors(values)
+        if mask.kind == "palette" and self.table is not None and self.table.has_colors:
+            palette_ids = self._palette_ids(mask.palette)
+            return self._map_through(palette_ids, values, lambda v: _palette_key(mask.palette, v))
+        return self._map_indices(values)
+
+    def _map_indices(self, values: np.ndarray) -> MappedMask:
+        """Index masks hold class ids; values past the table (other than ignore) are unknown."""
+        if self.num_classes is None:
+            return MappedMask(values.astype(self.dtype, copy=False), {})
+        bad = (values >= self.num_classes) & (values != self.ignore_index)
+        if not bad.any():
+            return MappedMask(values.astype(self.dtype, copy=False), {})
+        unknown = _count_values(values[bad], lambda v: f"index {v}")
+        ids = values.astype(self.dtype, copy=True)
+        ids[bad] = self.ignore_index
+        return MappedMask(ids, unknown)
+
+    def _palette_ids(self, palette: np.ndarray) -> np.ndarray:
+        """Class id of each palette entry, via its colour; unknown entries get a sentinel."""
+        ids = np.full(256, _UNKNOWN, np.uint16)
+        ids[: len(palette)] = self._lut()[_color_keys(palette[np.newaxis])[0]][:256]
+        return ids
+
+    def _map_through(self, lut: np.ndarray, values: np.ndarray, describe) -> MappedMask:
+        """Look `values` up in `lut`; sentinel entries become the ignore index and are counted."""
+        ids = lut[values]
+        bad = ids == _UNKNOWN
+        if not bad.any():
+            return MappedMask(ids.astype(self.dtype, copy=False), {})
+        unknown = _count_values(values[bad], describe)
+        ids[bad] = self.ignore_index
+        return MappedMask(ids.astype(self.dtype, copy=False), unknown)
+
+    def _map_colors(self, rgb: np.ndarray) -> MappedMask:
+        if self.table is None or not self.table.has_colors:
+            raise LabelError(
+                "this mask holds colours, but there is no class table with colours "
+                "(put a class_dict.csv with name,r,g,b in the source folder or pass --classes)"
+            )
+        return self._map_through(self._lut(), _color_keys(rgb), _describe_color_key)
+
+    def _lut(self) -> np.ndarray:
+        """A 2**24-entry colour -> class id table (32 MB, built once per worker)."""
+        if self._color_lut is None:
+            lut = np.full(1 << 24, _UNKNOWN, np.uint16)
+            for cls in self.table.classes:  # type: ignore[union-attr]
+                r, g, b = cls.color  # type: ignore[misc]
+                lut[(r << 16) | (g << 8) | b] = cls.index
+            self._color_lut = lut
+        return self._color_lut
+
+
+_UNKNOWN = np.uint16(0xFFFF)
+
+
+def _color_keys(rgb: np.ndarray) -> np.ndarray:
+    """Pack (..., 3) uint8 RGB into uint32 keys r<<16 | g<<8 | b."""
+    keys = rgb[..., 0].astype(np.uint32) << 16
+    keys |= rgb[..., 1].astype(np.uint32) << 8
+    keys |= rgb[..., 2]
+    return keys
+
+
+def _describe_color_key(key: int) -> str:
+    return f"colour ({key >> 16},{(key >> 8) & 255},{key & 255})"
+
+
+def _palette_key(palette: np.ndarray, index: int) -> str:
+    r, g, b = (int(v) for v in palette[index]) if index < len(palette) else (-1, -1, -1)
+    return f"palette index {index} = colour ({r},{g},{b})"
+
+
+def _count_values(values: np.ndarray, describe) -> dict[str, int]:
+    """The most frequent unknown values with their pixel counts, described for a human."""
+    uniq, counts = np.unique(values, return_counts=True)
+    order = np.argsort(-counts, kind="stable")[:UNKNOWN_REPORT_LIMIT]
+    return {describe(int(uniq[i])): int(counts[i]) for i in order}

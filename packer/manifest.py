@@ -1,0 +1,139 @@
+"""dataset.json: built from shard receipts, written last and atomically, read back by every reader.
+
+The manifest describes a pack as data (fields, classes, splits, shard files with hashes,
+options, rejections, stats) so that a reader in any language needs nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+from .labels import ClassTable
+from .records import Field
+from .shardio import fsync_dir, tmp_path
+
+MANIFEST_NAME = "dataset.json"
+FORMAT_VERSION = 1
+
+
+class ManifestError(ValueError):
+    """A missing, unreadable or incompatible dataset.json."""
+
+
+def build(
+    *,
+    fmt: str,
+    task: str,
+    fields: tuple[Field, ...],
+    table: ClassTable,
+    receipts: list[dict],
+    source: dict,
+    options: dict,
+    run: dict,
+    rejected: list[dict],
+    fingerprint: str,
+) -> dict:
+    """Assemble the manifest; receipts are taken in (split, shard) order so stats are exact."""
+    receipts = sorted(receipts, key=lambda r: r["name"])
+    splits: dict[str, dict] = {}
+    for r in receipts:
+        split = splits.setdefault(r["split"], {"count": 0, "shards": []})
+        split["count"] += r["count"]
+        split["shards"].append(
+            {
+                "name": r["name"],
+                "count": r["count"],
+                "bytes": sum(f["bytes"] for f in r["files"]),
+                "files": r["files"],
+            }
+        )
+    backends: Counter = Counter()
+    for r in receipts:
+        backends.update(r["backends"])
+    return {
+        "format_version": FORMAT_VERSION,
+        "format": fmt,
+        "task": task,
+        "fields": [f.to_json() for f in fields],
+        "classes": [c.to_json() for c in table.classes],
+        "class_source": table.source,
+        "ignore_index": options.get("ignore_index"),
+        "splits": dict(sorted(splits.items())),
+        "options": options,
+        "source": source,
+        "fingerprint": fingerprint,
+        "run": {**run, "backends": dict(sorted(backends.items()))},
+        "rejected": rejected + [x for r in receipts for x in r["rejected"]],
+        "unknown_labels": [u for r in receipts for u in r["unknown"]],
+        "stats": _all_stats(task, table, receipts),
+    }
+
+
+def _all_stats(task: str, table: ClassTable, receipts: list[dict]) -> dict:
+    """Stats of the training split (what `normalize="dataset"` uses), plus each split's own."""
+    per_split = {
+        name: _stats(task, table, [r for r in receipts if r["split"] == name])
+        for name in sorted({r["split"] for r in receipts})
+    }
+    reference = "train" if "train" in per_split else None
+    top = per_split[reference] if reference else _stats(task, table, receipts)
+    return {**top, "computed_on": reference or "all splits", "splits": per_split}
+
+
+def _stats(task: str, table: ClassTable, receipts: list[dict]) -> dict:
+    """Per-channel mean/std from exact integer histograms; class pixel or image counts."""
+    hist = np.zeros((3, 256), np.float64)
+    classes: Counter = Counter()
+    for r in receipts:
+        hist += np.asarray(r["channel_hist"], np.float64)
+        classes.update({int(k): v for k, v in r["class_counts"].items()})
+    values = np.arange(256, dtype=np.float64)
+    total = hist.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = (hist * values).sum(axis=1) / total
+        var = (hist * values**2).sum(axis=1) / total - mean**2
+    std = np.sqrt(np.maximum(var, 0.0))
+    known = {c.index for c in table.classes}
+    count_key = "class_pixels" if task == "segmentation" else "class_images"
+    return {
+        "mean": [round(float(v), 4) for v in np.nan_to_num(mean)],
+        "std": [round(float(v), 4) for v in np.nan_to_num(std)],
+        count_key: {c.name: int(classes.get(c.index, 0)) for c in table.classes},
+        "other_pixels" if task == "segmentation" else "other_images": {
+            str(k): int(v) for k, v in sorted(classes.items()) if k not in known
+        },
+    }
+
+
+def write(out: Path, manifest: dict) -> Path:
+    """Write dataset.json via a temporary file and a rename, so it is complete or absent."""
+    path = out / MANIFEST_NAME
+    tmp = tmp_path(path)
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(manifest, f, indent=1, ensure_ascii=False)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_dir(out)
+    return path
+
+
+def read(root: str | os.PathLike) -> dict:
+    """Load and sanity-check a dataset.json; errors say which file and what is wrong."""
+    path = Path(root) / MANIFEST_NAME
+    if not path.is_file():
+        raise ManifestError(f"{root}: no {MANIFEST_NAME} here (not a finished packer dataset)")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ManifestError(f"{path}: unreadable ({exc})") from exc
+    version = data.get("format_version")
+    if version != FORMAT_VERSION:
+        raise ManifestError(f"{path}: format_version {version}, this packer reads {FORMAT_VERSION}")
+    return data

@@ -1,0 +1,75 @@
+"""Atomic shard files: write under a temporary name, hash while writing, fsync, then rename."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+COPY_BLOCK = 4 << 20
+TMP_PREFIX = ".tmp-"
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """A finished file of a shard, as the manifest lists it."""
+
+    path: str  # relative to the dataset root, POSIX separators
+    bytes: int
+    sha256: str
+
+    def to_json(self) -> dict:
+        return {"path": self.path, "bytes": self.bytes, "sha256": self.sha256}
+
+
+def tmp_path(path: Path) -> Path:
+    """The temporary name a file is written under before its rename."""
+    return path.with_name(TMP_PREFIX + path.name)
+
+
+def write_atomic(path: Path, root: Path, head: bytes, parts: Iterable[Path | bytes]) -> FileInfo:
+    """Write `head`, then each part (a file or bytes), to `path` atomically; return its hash."""
+    digest = hashlib.sha256()
+    tmp = tmp_path(path)
+    size = 0
+    with open(tmp, "wb") as out:
+        for piece in (head, *parts):
+            for block in _blocks(piece):
+                out.write(block)
+                digest.update(block)
+                size += len(block)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(tmp, path)
+    return FileInfo(path.relative_to(root).as_posix(), size, digest.hexdigest())
+
+
+def _blocks(piece: Path | bytes) -> Iterable[bytes]:
+    if isinstance(piece, bytes | bytearray | memoryview):
+        if piece:
+            yield bytes(piece)
+        return
+    with open(piece, "rb") as src:
+        while block := src.read(COPY_BLOCK):
+            yield block
+
+
+def sha256_file(path: Path) -> tuple[int, str]:
+    """Size and SHA-256 of a file, read in large blocks."""
+    digest = hashlib.sha256()
+    size = 0
+    for block in _blocks(path):
+        digest.update(block)
+        size += len(block)
+    return size, digest.hexdigest()
+
+
+def fsync_dir(path: Path) -> None:
+    """Make renames inside `path` durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
