@@ -1,0 +1,204 @@
+"""Command line: `pack SRC ...` (also `packer pack`), `packer info`, `packer verify`."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import click
+
+from . import api, report
+from .api import DEFAULT_SHARD_BYTES, FORMATS, PackError
+from .convert import UnknownLabelError, cpu_count
+from .dataset import open_dataset
+from .imaging import INTERPOLATIONS, RESIZE_MODES, ImageError
+from .labels import LabelError
+from .manifest import ManifestError
+from .sources import LAYOUTS, SourceError, parse_split_spec
+from .verify import verify
+
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 10**3,
+    "kb": 10**3,
+    "m": 10**6,
+    "mb": 10**6,
+    "g": 10**9,
+    "gb": 10**9,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+}
+_USER_ERRORS = (PackError, SourceError, LabelError, ManifestError, ImageError, UnknownLabelError)
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    """`480x352` -> (480, 352) as WIDTHxHEIGHT; `224` -> (224, 224)."""
+    match = re.fullmatch(r"\s*(\d+)\s*(?:[xX×]\s*(\d+))?\s*", text)
+    if not match or int(match[1]) == 0 or (match[2] and int(match[2]) == 0):
+        raise click.BadParameter(f"{text!r} is not WIDTHxHEIGHT (e.g. 480x352) or one number")
+    width = int(match[1])
+    return width, int(match[2] or width)
+
+
+def parse_bytes(text: str) -> int:
+    """`256MB`, `1GiB`, `1000000` -> bytes."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", text)
+    if not match or match[2].lower() not in _UNITS:
+        raise click.BadParameter(f"{text!r} is not a size in bytes (e.g. 256MB, 1GiB, 1000000)")
+    return int(float(match[1]) * _UNITS[match[2].lower()])
+
+
+def _size_option(ctx, param, value):
+    return None if value is None else parse_size(value)
+
+
+def _bytes_option(ctx, param, value):
+    return parse_bytes(value)
+
+
+def _split_option(ctx, param, value):
+    if value is None:
+        return None
+    try:
+        return parse_split_spec(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+PACK_HELP = """Pack SRC (a folder or a .lst/.csv list) into already-decoded shards.
+
+Without --out the pack goes to SRC-FORMAT/ beside SRC. Re-running an interrupted pack
+finishes it; a finished identical pack is left as it is.
+"""
+
+
+@click.command("pack", help=PACK_HELP)
+@click.argument("src", type=click.Path(exists=True, path_type=Path))
+@click.option("--out", type=click.Path(path_type=Path), help="Output folder [default: SRC-FORMAT].")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="npy", show_default=True)
+@click.option(
+    "--size",
+    callback=_size_option,
+    help="Output WIDTHxHEIGHT (e.g. 480x352; one number = square). "
+    "Default: the first image's size.",
+)
+@click.option(
+    "--resize",
+    type=click.Choice(RESIZE_MODES),
+    default="fill",
+    show_default=True,
+    help="fill: cover then centre-crop; fit: inside then pad; stretch; none: crop/pad.",
+)
+@click.option(
+    "--interpolation",
+    type=click.Choice(INTERPOLATIONS),
+    default="auto",
+    show_default=True,
+    help="Image resampling (auto: area to shrink, cubic to enlarge). "
+    "Masks always use nearest neighbour.",
+)
+@click.option("--pad-value", type=click.IntRange(0, 255), default=0, show_default=True)
+@click.option(
+    "--workers",
+    type=click.IntRange(1),
+    default=None,
+    help=f"Worker processes [default: cores, here {cpu_count()}].",
+)
+@click.option(
+    "--shard-size",
+    default=str(DEFAULT_SHARD_BYTES),
+    callback=_bytes_option,
+    show_default=True,
+    help="Bytes per shard (256MB, 1GiB, ...).",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the sample order.")
+@click.option(
+    "--split",
+    "split",
+    callback=_split_option,
+    help="Without split folders: e.g. train=0.9,val=0.1 (stable hash of each path).",
+)
+@click.option("--layout", type=click.Choice(LAYOUTS), default="auto", show_default=True)
+@click.option(
+    "--masks",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Folder of masks matching the images by file stem.",
+)
+@click.option("--mask-suffix", help="Suffix after the image stem in mask names (e.g. _L).")
+@click.option(
+    "--classes",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="class_dict.csv (name,r,g,b) or a names file (line N = class N).",
+)
+@click.option(
+    "--ignore-index",
+    type=int,
+    default=255,
+    show_default=True,
+    help="Class id for mask pixels outside the class table.",
+)
+@click.option(
+    "--unknown-colors",
+    type=click.Choice(["ignore", "error"]),
+    default="ignore",
+    show_default=True,
+    help="Unknown mask colours: map to --ignore-index, or stop.",
+)
+@click.option("--overwrite", is_flag=True, help="Replace a different pack already in --out.")
+@click.option("--dry-run", is_flag=True, help="Show what would be packed, write nothing.")
+@click.option("--progress/--no-progress", default=True, show_default=True)
+def pack_command(src, out, fmt, workers, overwrite, dry_run, progress, **options) -> None:
+    try:
+        plan = api.make_plan(src, out, fmt, options.pop("size"), **options)
+        if dry_run:
+            click.echo(report.dry_run(plan))
+            return
+        if plan.notes:
+            click.echo("\n".join(f"note: {n}" for n in plan.notes), err=True)
+        data = api.execute(plan, workers=workers, overwrite=overwrite, progress=progress)
+    except _USER_ERRORS as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(report.pack_summary(data, plan.out))
+
+
+@click.group(help="Pack image datasets once; read them at memory speed.")
+@click.version_option(package_name="packer")
+def main() -> None:
+    pass
+
+
+main.add_command(pack_command)
+
+
+@main.command("info")
+@click.argument("path", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
+def info_command(path: Path, as_json: bool) -> None:
+    """Describe a packed dataset."""
+    try:
+        dataset = open_dataset(path)
+    except ManifestError as exc:
+        raise click.ClickException(str(exc)) from None
+    if as_json:
+        click.echo(json.dumps(report.summary(dataset.manifest), indent=1, ensure_ascii=False))
+    else:
+        click.echo(report.info(dataset))
+
+
+@main.command("verify")
+@click.argument("path", type=click.Path(exists=True, file_okay=False, path_type=Path))
+def verify_command(path: Path) -> None:
+    """Re-hash every shard file against the manifest; exit 1 on any mismatch."""
+    try:
+        problems = verify(path, progress=sys.stderr.isatty())
+    except ManifestError as exc:
+        raise click.ClickException(str(exc)) from None
+    if problems:
+        for p in problems:
+            click.echo(f"FAIL {p}", err=True)
+        sys.exit(1)
+    click.echo(f"{path}: every file matches the manifest")
