@@ -1,0 +1,81 @@
+"""The command line: pack, --dry-run, info, info --json, verify, option parsing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from packer.cli import main, pack_command, parse_bytes, parse_size
+
+
+def test_size_is_width_by_height():
+    assert parse_size("480x352") == (480, 352)
+    assert parse_size("224") == (224, 224)
+    for bad in ("0x3", "axb", "12x", "-3"):
+        with pytest.raises(click.BadParameter):
+            parse_size(bad)
+
+
+def test_shard_size_units():
+    assert parse_bytes("256MB") == 256_000_000
+    assert parse_bytes("1GiB") == 2**30
+    assert parse_bytes("1000") == 1000
+    with pytest.raises(click.BadParameter):
+        parse_bytes("lots")
+
+
+def test_pack_info_and_verify(seg_src, tmp_path):
+    out = tmp_path / "packed"
+    runner = CliRunner()
+    result = runner.invoke(
+        pack_command,
+        [str(seg_src), "--out", str(out), "--size", "32x24", "--workers", "2", "--no-progress"],
+    )
+    assert result.exit_code == 0, result.output
+    assert "packed 19 samples (train 14, val 5)" in result.output
+    assert str(out) in result.output
+
+    info = runner.invoke(main, ["info", str(out)])
+    assert info.exit_code == 0, info.output
+    assert "segmentation" in info.output and "disc" in info.output
+    assert "[24, 32, 3]" in info.output
+
+    summary = json.loads(runner.invoke(main, ["info", str(out), "--json"]).output)
+    assert summary["splits"]["train"]["count"] == 14
+    assert summary["fields"][1] == {"name": "masks", "shape": [24, 32], "dtype": "|u1"}
+
+    assert runner.invoke(main, ["verify", str(out)]).exit_code == 0
+    shard = next((out / "train").glob("*.images.npy"))
+    data = bytearray(shard.read_bytes())
+    data[-1] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    failed = runner.invoke(main, ["verify", str(out)])
+    assert failed.exit_code == 1 and shard.name in failed.output
+
+
+def test_dry_run_writes_nothing(seg_src, tmp_path):
+    out = tmp_path / "never"
+    result = CliRunner().invoke(pack_command, [str(seg_src), "--out", str(out), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "split train: 14 samples" in result.output
+    assert "classes: 4: background, disc, box, bar" in result.output
+    assert not out.exists()
+
+
+def test_clear_error_without_traceback(tmp_path):
+    (tmp_path / "empty").mkdir()
+    result = CliRunner().invoke(pack_command, [str(tmp_path / "empty")])
+    assert result.exit_code == 1
+    assert "Error:" in result.output and "Traceback" not in result.output
+
+
+def test_console_scripts_are_the_same_command(seg_src, tmp_path):
+    bindir = sys.executable.rsplit("/", 1)[0]
+    for args in ([f"{bindir}/pack", "--help"], [f"{bindir}/packer", "pack", "--help"]):
+        out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
+        assert "--shard-size" in out and "WIDTHxHEIGHT" in out
