@@ -73,7 +73,7 @@ def make_plan(
     masks: str | os.PathLike | None = None,
     mask_suffix: str | None = None,
     classes: str | os.PathLike | None = None,
-    ignore_index: int = 255,
+    ignore_index: int | None = None,
     unknown_colors: str = "ignore",
     max_pixels: int = DEFAULT_MAX_PIXELS,
 ) -> PackPlan:
@@ -85,6 +85,8 @@ def make_plan(
     found = scan(src, layout=layout, masks=masks, mask_suffix=mask_suffix, split=split)
     notes = list(found.notes)
     table = _class_table(found, classes, notes)
+    if ignore_index is None:
+        ignore_index = 255 if table is None or len(table) <= 255 else 65535
     if found.task == "segmentation" and not 0 <= ignore_index <= 65535:
         raise PackError(f"--ignore-index {ignore_index} must be within 0..65535")
     if table is not None and found.task == "segmentation" and ignore_index < len(table):
@@ -93,7 +95,7 @@ def make_plan(
             f"choose a value of at least {len(table)}"
         )
     geometry = Geometry(_output_size(found, size, notes), resize, interpolation, pad_value)
-    fields = fields_for(found.task, geometry.size, mask_dtype(table and len(table)))
+    fields = fields_for(found.task, geometry.size, mask_dtype(table and len(table), ignore_index))
     out_path = Path(out) if out is not None else default_out(src, format)
     options = {
         "format": format,

@@ -136,10 +136,10 @@ finishes it; a finished identical pack is left as it is.
 )
 @click.option(
     "--ignore-index",
-    type=int,
-    default=255,
-    show_default=True,
-    help="Class id for mask pixels outside the class table.",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Class id for mask pixels outside the class table [default: 255; 65535 above 255 "
+    "classes].",
 )
 @click.option(
     "--unknown-colors",

@@ -122,9 +122,10 @@ def preview_colors(count: int) -> np.ndarray:
     return colors
 
 
-def mask_dtype(num_classes: int | None) -> np.dtype:
-    """uint8 while every class id and the ignore index fit in a byte, uint16 above 255 classes."""
-    return np.dtype(np.uint8 if num_classes is None or num_classes <= 255 else "<u2")
+def mask_dtype(num_classes: int | None, ignore_index: int) -> np.dtype:
+    """uint8 while every class id and the ignore index fit in a byte, else uint16."""
+    largest = max(ignore_index, (num_classes or 0) - 1)
+    return np.dtype(np.uint8 if largest <= 255 else "<u2")
 
 
 @dataclass

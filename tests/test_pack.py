@@ -281,3 +281,16 @@ def test_default_output_goes_beside_the_source(tmp_path):
     ds = packer.pack(src, size=(16, 16))
     assert ds.root == tmp_path / "images-npy"
     shutil.rmtree(ds.root)
+
+
+def test_more_than_255_classes_store_uint16_masks(tmp_path):
+    src = tmp_path / "many"
+    for folder in ("images", "masks"):
+        (src / folder).mkdir(parents=True)
+    (src / "class_names.txt").write_text("\n".join(f"c{i}" for i in range(300)) + "\n")
+    ids = (np.arange(24 * 32, dtype=np.uint16) % 300).reshape(24, 32)
+    Image.fromarray(np.zeros((24, 32, 3), np.uint8)).save(src / "images" / "a.png")
+    Image.fromarray(ids).save(src / "masks" / "a.png")  # 16-bit grayscale index mask
+    ds = packer.pack(src, out=tmp_path / "p", size=(32, 24))
+    assert ds.field("masks").dtype == "<u2" and ds.manifest["ignore_index"] == 65535
+    assert np.array_equal(ds["train"].reader.read(np.arange(1))["masks"][0], ids)
