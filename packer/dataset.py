@@ -120,6 +120,10 @@ class BatchReader:
     def read(self, indices: np.ndarray) -> dict[str, np.ndarray]:
         """Arrays for `indices`, returned in ascending index order (sorted reads are sequential)."""
         order = np.sort(np.asarray(indices, dtype=np.int64))
+        if len(order) and (order[0] < 0 or order[-1] >= self.split.count):
+            raise IndexError(
+                f"indices out of range 0..{self.split.count - 1} of {self.split.name!r}"
+            )
         out = {f.name: np.empty((len(order), *f.shape), np.dtype(f.dtype)) for f in self.fields}
         shard_of = np.searchsorted(self.split.offsets, order, side="right") - 1
         bounds = np.flatnonzero(np.diff(shard_of)) + 1

@@ -20,6 +20,12 @@ from .plan import ChunkTask
 _FORK_UNSAFE = ("tensorflow", "torch", "jax", "keras")
 
 
+class _Bar(tqdm):
+    """A tqdm bar without tqdm's monitor thread, which would make the next pack unable to fork."""
+
+    monitor_interval = 0
+
+
 def start_method() -> str:
     """'fork' when it is safe (Linux, one thread, no framework loaded), else 'spawn'."""
     if sys.platform != "linux" or threading.active_count() > 1:
@@ -44,7 +50,7 @@ def run(
     pending_chunks = {name: len(chunks) for name, chunks in shards.items()}
     results: dict[str, list[convert.ChunkResult]] = {name: [] for name in shards}
     receipts: list[dict] = []
-    bar = tqdm(
+    bar = _Bar(
         total=total_images,
         unit="img",
         disable=not progress,

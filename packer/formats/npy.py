@@ -86,7 +86,9 @@ class NpyShardReader:
 
     def take(self, field: str, local: np.ndarray, out: np.ndarray) -> None:
         """Copy records `local` (sorted indices into this shard) of `field` into `out`."""
-        np.take(self.maps()[field], local, axis=0, out=out)
+        # mode="clip" writes straight into `out` ("raise" goes through a temporary copy);
+        # BatchReader has checked the indices already.
+        np.take(self.maps()[field], local, axis=0, out=out, mode="clip")
 
     def close(self) -> None:
         self._maps = None

@@ -1,0 +1,326 @@
+"""Read and pack throughput, side by side in one run: naive decode loop vs packed vs memcpy.
+
+Every number that matters is a ratio of two measurements taken in this same run on the same
+images (never compare absolute times across runs or machines):
+
+  (a) naive      per-step loop as Keras generators often do it: cv2.imread image and mask,
+                 resize, float32 / 255, one-hot by a loop over the classes, np.stack a batch
+  (b) packed     `PackedSequence` shuffled uint8 batches read from the .npy shards
+  (c) copyto     np.copyto of the same bytes per batch from a RAM array (memory bandwidth)
+  (d) pack       `packer.pack` with workers=1 and workers=2
+  (e) decode     the same PNGs decoded by 1 and by 2 processes: this machine's scaling ceiling
+
+MB/s is img/s times the packed sample size (uint8 image + mask), the same for every row.
+
+    python benchmarks/bench_read.py [--synthetic] [--seconds 3] [--json results.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import platform
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import cv2
+import numpy as np
+from PIL import Image
+
+import packer
+from packer.dataset import PackedDataset
+from packer.engine import start_method
+from packer.sample import shapes_scene
+
+if TYPE_CHECKING:
+    from packer.keras import PackedSequence
+
+REPO = Path(__file__).resolve().parents[1]
+CAMVID = REPO.parent / "shared" / "data" / "camvid"
+SIZE = (480, 352)  # (W, H) of every sample the benchmark reads
+SOURCE_SIZE = (480, 360)
+NUM_CLASSES = 12
+SYNTHETIC_SPLITS = {"train": 150, "val": 50}
+TARGETS = {"packed / naive": 100.0, "packed / copyto": 0.6, "pack workers 2 / 1": 1.7}
+
+
+def parse_args() -> argparse.Namespace:
+    """Command-line options."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=CAMVID, help="CamVid-layout source folder")
+    parser.add_argument("--synthetic", action="store_true", help="use a synthetic CamVid-like set")
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--seconds", type=float, default=3.0, help="minimum time per read test")
+    parser.add_argument("--json", type=Path, help="also write the results to this JSON file")
+    return parser.parse_args()
+
+
+def machine() -> str:
+    """CPU model and core count."""
+    model = platform.processor() or "unknown CPU"
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return f"{model}, {os.cpu_count()} cores"
+
+
+def make_synthetic(root: Path, seed: int = 0) -> Path:
+    """A CamVid-like source: <split>/ PNGs, <split>annot/ grayscale index masks, class_dict.csv."""
+    rng = np.random.default_rng(seed)
+    for split, count in SYNTHETIC_SPLITS.items():
+        (root / split).mkdir(parents=True)
+        (root / f"{split}annot").mkdir()
+        for i in range(count):
+            image, mask = shapes_scene(rng, *SOURCE_SIZE)
+            Image.fromarray(image).save(root / split / f"scene_{i:04d}.png")
+            Image.fromarray(mask).save(root / f"{split}annot" / f"scene_{i:04d}.png")
+    rows = [f"class_{c},{20 * c},{255 - 20 * c},{(97 * c) % 256}" for c in range(NUM_CLASSES)]
+    (root / "class_dict.csv").write_text("\n".join(["name,r,g,b", *rows]) + "\n")
+    return root
+
+
+def warm(paths: list[Path]) -> None:
+    """Read files once so that the timed run finds them in the page cache."""
+    for path in paths:
+        with open(path, "rb") as f:
+            while f.read(1 << 24):
+                pass
+
+
+def run_for(epoch: Callable[[], int], seconds: float) -> tuple[int, float]:
+    """Repeat `epoch` (returning the units it did) until `seconds` passed: (units, seconds)."""
+    samples, start = 0, time.perf_counter()
+    while (elapsed := time.perf_counter() - start) < seconds or samples == 0:
+        samples += epoch()
+    return samples, elapsed
+
+
+def time_pack(src: Path, out: Path, workers: int) -> tuple[PackedDataset, float]:
+    """Pack `src` into `out` with `workers` processes; returns the dataset and wall seconds."""
+    start = time.perf_counter()
+    ds = packer.pack(src, out=out, format="npy", size=SIZE, workers=workers, overwrite=True)
+    return ds, time.perf_counter() - start
+
+
+def naive_sample(image_path: Path, mask_path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """One sample the usual generator way: decode, resize, scale, one-hot class by class."""
+    image = cv2.cvtColor(cv2.imread(str(image_path)), cv2.COLOR_BGR2RGB)
+    image = cv2.resize(image, SIZE).astype(np.float32) / 255.0
+    mask = cv2.imread(str(mask_path), cv2.IMREAD_GRAYSCALE)
+    mask = cv2.resize(mask, SIZE, interpolation=cv2.INTER_NEAREST)
+    one_hot = np.stack([(mask == c) for c in range(NUM_CLASSES)], axis=-1).astype(np.float32)
+    return image, one_hot
+
+
+def naive_batch(pairs: list[tuple[Path, Path]]) -> tuple[np.ndarray, np.ndarray]:
+    """A batch of naive samples, stacked."""
+    samples = [naive_sample(*pair) for pair in pairs]
+    return np.stack([s[0] for s in samples]), np.stack([s[1] for s in samples])
+
+
+def naive_epoch(pairs: list[tuple[Path, Path]], batch: int, rng: np.random.Generator) -> int:
+    """One shuffled epoch of naive batches; returns the number of samples."""
+    order = rng.permutation(len(pairs))
+    samples = 0
+    for start in range(0, len(order), batch):
+        images, _ = naive_batch([pairs[i] for i in order[start : start + batch]])
+        samples += len(images)
+    return samples
+
+
+def packed_epoch(seq: PackedSequence) -> int:
+    """One epoch of `PackedSequence` batches; returns the number of samples."""
+    samples = 0
+    for i in range(len(seq)):
+        images, _ = seq[i]
+        samples += len(images)
+    seq.on_epoch_end()
+    return samples
+
+
+def copyto_epoch(source: np.ndarray, buffer: np.ndarray, batch_bytes: int) -> int:
+    """Copy `source` batch-sized chunk by chunk into `buffer`; returns the bytes copied."""
+    for start in range(0, source.size, batch_bytes):
+        chunk = source[start : start + batch_bytes]
+        np.copyto(buffer[: chunk.size], chunk)
+    return source.size
+
+
+def open_sequence(root: Path, batch: int) -> PackedSequence:
+    """A shuffled `PackedSequence` over the train split (imports Keras only when needed)."""
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from packer.keras import PackedSequence
+
+    return PackedSequence(root, split="train", batch_size=batch, shuffle=True, seed=0)
+
+
+def row(name: str, images_per_s: float, sample_bytes: int, base: float) -> dict:
+    """One result row: img/s, MB/s at the packed sample size, and the ratio to `base` img/s."""
+    return {
+        "name": name,
+        "img_per_s": images_per_s,
+        "mb_per_s": images_per_s * sample_bytes / 1e6,
+        "ratio": images_per_s / base,
+    }
+
+
+def table(rows: list[dict], base_name: str) -> str:
+    """A Markdown table of rows."""
+    lines = [f"| name | img/s | MB/s | ratio (vs {base_name}) |", "|---|---:|---:|---:|"]
+    for r in rows:
+        lines.append(
+            f"| {r['name']} | {r['img_per_s']:,.0f} | {r['mb_per_s']:,.0f} | {r['ratio']:,.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def check(name: str, value: float) -> dict:
+    """A measured ratio against its target."""
+    return {"name": name, "value": value, "target": TARGETS[name], "ok": value >= TARGETS[name]}
+
+
+def source_pairs(src: Path, split: str) -> list[tuple[Path, Path]]:
+    """(image, mask) paths of one split of a CamVid-layout source."""
+    names = sorted(p.name for p in (src / split).glob("*.png"))
+    return [(src / split / n, src / f"{split}annot" / n) for n in names]
+
+
+def decode_pairs(pairs: list[tuple[Path, Path]]) -> int:
+    """Decode image and mask of each pair with one OpenCV thread; returns the pairs decoded."""
+    cv2.setNumThreads(1)
+    for image, mask in pairs:
+        cv2.imread(str(image))
+        cv2.imread(str(mask), cv2.IMREAD_GRAYSCALE)
+    return len(pairs)
+
+
+def decode_rates(pairs: list[tuple[Path, Path]]) -> dict[str, float]:
+    """(e) Pairs/s decoded by 1 and by 2 forked processes, best of two runs each."""
+    rates: dict[str, float] = {}
+    for workers in (1, 2, 1, 2):
+        warm([p for pair in pairs for p in pair])
+        start = time.perf_counter()
+        context = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(workers, mp_context=context) as pool:
+            done = sum(pool.map(decode_pairs, [pairs[i::workers] for i in range(workers)]))
+        name = f"(e) decode only, {workers} process(es)"
+        rates[name] = max(rates.get(name, 0.0), done / (time.perf_counter() - start))
+    return rates
+
+
+def pack_rates(src: Path, tmp: Path) -> tuple[PackedDataset, dict[str, float]]:
+    """(d) Pack `src` with 1 then 2 workers; returns the last pack and images/s per run."""
+    sources = sorted(src.rglob("*.png"))
+    rates = {}
+    for workers in (1, 2):
+        warm(sources)
+        method = start_method()
+        ds, seconds = time_pack(src, tmp / f"pack-w{workers}", workers)
+        count = sum(s.count for s in ds.splits.values())
+        rates[f"(d) pack workers={workers} ({method})"] = count / seconds
+    return ds, rates
+
+
+def naive_rate(pairs: list[tuple[Path, Path]], batch: int, seconds: float) -> float:
+    """(a) Images/s of the naive loop over `pairs`, shuffled, sources in the page cache."""
+    rng = np.random.default_rng(0)
+    warm([p for pair in pairs for p in pair])
+    n, t = run_for(lambda: naive_epoch(pairs, batch, rng), seconds)
+    return n / t
+
+
+def packed_rate(ds: PackedDataset, batch: int, seconds: float) -> float:
+    """(b) Images/s of `PackedSequence` on the train split, shard files warmed just before."""
+    seq = open_sequence(ds.root, batch)
+    packed_epoch(seq)  # untimed: opens the memmaps
+    warm([ds.root / f["path"] for s in ds["train"].shards for f in s["files"]])
+    n, t = run_for(lambda: packed_epoch(seq), seconds)
+    return n / t
+
+
+def copyto_rate(total_bytes: int, sample_bytes: int, batch: int, seconds: float) -> float:
+    """(c) Images/s of np.copyto moving the same bytes per batch out of a RAM array."""
+    source = np.random.default_rng(1).integers(0, 256, total_bytes, dtype=np.uint8)
+    buffer = np.empty(batch * sample_bytes, np.uint8)
+    n, t = run_for(lambda: copyto_epoch(source, buffer, buffer.size), seconds)
+    return n / sample_bytes / t
+
+
+def measure(args: argparse.Namespace, tmp: Path) -> dict:
+    """(e) and (d) first, then (a), (b) and (c) on the train split; returns the results."""
+    synthetic = args.synthetic or not args.data.is_dir()
+    src = make_synthetic(tmp / "src") if synthetic else args.data
+    pairs = source_pairs(src, "train")
+    # Forked processes start fast only while no framework (TensorFlow) is loaded yet.
+    decode = decode_rates(pairs + source_pairs(src, "val"))
+    ds, pack = pack_rates(src, tmp)
+    train = ds["train"]
+    size = sum(np.dtype(f.dtype).itemsize * int(np.prod(f.shape)) for f in ds.fields)
+    batch, seconds = args.batch_size, args.seconds
+    naive = naive_rate(pairs, batch, seconds)
+    packed = packed_rate(ds, batch, seconds)
+    copyto = copyto_rate(train.count * size, size, batch, seconds)
+    label = "synthetic CamVid-like" if synthetic else f"{src.name} (real)"
+    count = sum(s.count for s in ds.splits.values())
+    (d1, d2), (e1, e2) = pack.values(), decode.values()
+    return {
+        "machine": machine(),
+        "dataset": f"{label}: {train.count} train samples read, {count} packed",
+        "image_size": f"{SIZE[0]}x{SIZE[1]}",
+        "sample_bytes": size,
+        "cache": "warm (files read once right before each timing)",
+        "read": [
+            row(f"(a) naive cv2 loop, float32 + one-hot, batch {batch}", naive, size, naive),
+            row(f"(b) PackedSequence uint8, batch {batch}", packed, size, naive),
+            row("(c) np.copyto, same bytes per batch", copyto, size, naive),
+        ],
+        "pack": [row(n, r, size, d1) for n, r in pack.items()]
+        + [row(n, r, size, e1) for n, r in decode.items()],
+        "checks": [
+            check("packed / naive", packed / naive),
+            check("packed / copyto", packed / copyto),
+            check("pack workers 2 / 1", d2 / d1),
+        ],
+        "decode_scaling_2_1": e2 / e1,
+    }
+
+
+def report(results: dict) -> None:
+    """Print the run's context, the two tables and the ratio checks."""
+    for key in ("machine", "dataset", "image_size", "sample_bytes", "cache"):
+        print(f"{key}: {results[key]}")
+    print()
+    print(table(results["read"], "naive"))
+    print()
+    print(table(results["pack"], "1 process"))
+    print()
+    for c in results["checks"]:
+        verdict = "PASS" if c["ok"] else "MISS"
+        print(f"{c['name']}: {c['value']:,.2f} (target >= {c['target']}) {verdict}")
+    print(
+        f"decode-only scaling 2 / 1 (this machine's ceiling): {results['decode_scaling_2_1']:.2f}"
+    )
+
+
+def main() -> None:
+    """Measure everything in one run, print it, and optionally write it as JSON."""
+    args = parse_args()
+    with tempfile.TemporaryDirectory(prefix="packer-bench-") as tmp:
+        results = measure(args, Path(tmp))
+    report(results)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
