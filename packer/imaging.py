@@ -1,36 +1,41 @@
 """Decode, orient, crop and resize images and masks once: the converter's hot path.
 
-Every input goes the same way: read the file's bytes once, let Pillow parse only the header
-(lazy `Image.open`) for format, size and EXIF orientation, refuse it if it is over
-`max_pixels`, then decode with the faster correct backend and crop/resize in the stored
-orientation; the small result is rotated/flipped at the end. Masks reuse the image's
-`Placement` with nearest-neighbour sampling, so image and mask stay pixel-aligned.
+Every input goes the same way: read the file's bytes once; let Pillow parse only the header
+(lazy `Image.open`) for format, size and EXIF orientation; refuse it if it is over
+`max_pixels`; decode with the faster correct backend; crop and resize in the stored
+orientation, and rotate/flip only the small result. Masks reuse the image's `Placement` with
+nearest-neighbour sampling, so image and mask stay pixel-aligned.
 
-Backends, measured by `benchmarks/bench_backends.py` (ms per image, one core, this machine;
-OpenCV 5.0.0, Pillow-SIMD 12.1.1.post0):
+Backends, from `benchmarks/bench_backends.py` (ms per image on one core; OpenCV 5.0.0 against
+Pillow-SIMD 12.1.1; CamVid 480x360 PNGs, hymenoptera JPEGs; a busy 2-core VM: read ratios):
 
-    case                                      OpenCV   Pillow-SIMD   chosen
-    PNG decode 480x360 RGB (CamVid)            5.41      6.86         OpenCV
-    PNG 480x352 -> 240x176 area (2x exact)     0.06      0.19         OpenCV
-    PNG 480x352 -> 224x224 area (non-integer)  0.84      0.33 (*)     Pillow
-    JPEG decode, full size (hymenoptera)       1.79      2.06         -
-    JPEG -> 224x224 fill: decode + resize      2.74      1.80         Pillow
-    8-bit mask PNG decode (CamVid)             0.45      0.53         Pillow (**)
-    other formats (BMP, WebP, TIFF, GIF)       see bench table        Pillow
+    case                                  OpenCV  Pillow-SIMD  max|diff|  used
+    PNG decode 480x360 RGB                 3.65      4.24         0      OpenCV
+    JPEG decode, full size                 1.83      2.65         0      OpenCV
+    JPEG decode, DCT-reduced to 1/2        1.73      2.00         0      OpenCV
+    BMP / WebP decode                 0.10 / 2.93  0.24 / 3.23    0      OpenCV
+    TIFF / GIF decode                 0.28 / 5.68  0.41 / 1.68    0      Pillow (1)
+    8-bit mask PNG decode                  0.42      0.51         0      Pillow (2)
+    area 480x352 -> 240x176 (2x)           0.11      0.20 BOX     1      OpenCV
+    area 360x360 -> 224x224 (1.6x)         0.81      0.19 BOX    80      OpenCV (3)
 
-(*) includes `Image.fromarray` of the OpenCV-decoded array. OpenCV decodes JPEG a little
-faster, but its INTER_AREA is slow for non-integer ratios and its reduced decode cannot take
-the sub-pixel crop box that keeps a DCT-reduced image aligned with its mask; Pillow decodes
-straight into `draft` (DCT scaling 1/2, 1/4, 1/8) and resizes from a float box. PNG decodes
-faster in OpenCV (IMREAD_COLOR_RGB: no BGR swap at all; ANYDEPTH keeps 16 bits for exact
-round(v/257)); its INTER_AREA is used only for exact integer reductions (block means, within
-+-1 of Pillow's BOX), everything else is resized by Pillow so a filter name means one filter.
-(**) masks need Pillow anyway (palette indices, 1/2/4-bit, 16-bit), and a second parser
-for the 8-bit case would save under 0.1 ms.
+    46 JPEGs, short side >= 448 -> 224x224 area      ms   mean|d|  max|d|  (d: vs full decode
+    full decode + INTER_AREA                        4.67    0       0        + INTER_AREA)
+    DCT-reduce while >= 1x is left, then BOX        2.85    3.08    140
+    DCT-reduce while >= 2x is left, then HAMMING    3.01    0.40     23     used
 
-OpenCV 5 applies EXIF orientation in `imdecode` for JPEG, PNG, WebP and TIFF (also in the
-REDUCED modes, but not for reduced TIFF), so it is always called with IMREAD_IGNORE_ORIENTATION
-and orientation (EXIF or XMP, as `ImageOps.exif_transpose` reads it) is applied here, once.
+(1) TIFF's mode zoo and OpenCV 5's own TIFF orientation handling; GIF is 3x faster in Pillow.
+(2) Masks need Pillow's modes anyway: palette indices + palette, 1-bit, 16-bit.
+(3) Pillow's BOX counts each source pixel wholly in or out, so at fractional ratios it is no
+area average (mean 1.3-2.4 grey levels off INTER_AREA); exact area is worth 0.6 ms. Pillow
+does nearest/linear/cubic/lanczos (antialiased when shrinking, unlike OpenCV's; one filter for
+every format) and the fractional crop boxes left by DCT reduction (HAMMING for area).
+OpenCV decodes straight to RGB (IMREAD_COLOR_RGB: no BGR swap anywhere); 16-bit PNG keeps
+16 bits (IMREAD_ANYDEPTH) for an exact round(v / 257).
+
+OpenCV 5 applies EXIF orientation inside `imdecode` (JPEG, PNG, WebP, TIFF; also in the
+REDUCED modes, except for TIFF), so it is always called with IMREAD_IGNORE_ORIENTATION and the
+orientation Pillow reads (EXIF, or XMP, as `ImageOps.exif_transpose` does) is applied here, once.
 """
 
 from __future__ import annotations
@@ -254,7 +259,8 @@ def _open_header(data: bytes, max_pixels: int) -> Image.Image:
     except Image.DecompressionBombError as exc:
         raise ImageError(f"image is too large to decode safely: {exc}") from exc
     except Image.UnidentifiedImageError as exc:
-        raise ImageError(f"not an image file (unrecognised content: {data[:16]!r})") from exc
+        reason = f"not an image file, or its header is damaged (starts with {data[:16]!r})"
+        raise ImageError(reason) from exc
     except Exception as exc:
         raise ImageError(f"unreadable image header: {exc}") from exc
     width, height = image.size
@@ -491,7 +497,7 @@ def _nearest_indices(start: int, stop: int, count: int) -> np.ndarray:
 
 
 def pad_to_canvas(array: np.ndarray, placement: Placement, value: int | float) -> np.ndarray:
-    """Paste an array of shape `scaled` at `offset` in a canvas of `size` filled with `value`."""
+    """Paste `array` (shape `scaled`) at `offset` on a `size` canvas of `value`; no copy if full."""
     width, height = placement.scaled
     if array.shape[:2] != (height, width):
         raise ValueError(f"array is {array.shape[1]}x{array.shape[0]}, expected {width}x{height}")
