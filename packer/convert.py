@@ -61,8 +61,8 @@ class ChunkResult:
     kept: list[list[str | None]] = field(default_factory=list)  # [image, mask] per record
     rejected: list[dict] = field(default_factory=list)
     unknown: list[dict] = field(default_factory=list)
-    channel_hist: list[list[int]] = field(default_factory=lambda: [[0] * 256 for _ in range(3)])
-    class_counts: dict[int, int] = field(default_factory=dict)
+    channel_hist: np.ndarray = field(default_factory=lambda: np.zeros((3, 256), np.int64))
+    class_counts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     backends: Counter = field(default_factory=Counter)
 
 
@@ -149,20 +149,21 @@ def _make_record(config: PackConfig, sample: Sample) -> tuple[dict[str, np.ndarr
 
 
 def _accumulate(result: ChunkResult, record: dict[str, np.ndarray]) -> None:
-    """Per-channel histograms (exact integer mean/std later) and class counts, cheaply."""
+    """Per-channel histograms (exact integer mean/std later) and class counts, vectorised."""
     pixels = record["images"]
     for c in range(3):
-        hist = cv2.calcHist([pixels], [c], None, [256], [0, 256]).ravel()
-        row = result.channel_hist[c]
-        for value in np.flatnonzero(hist):
-            row[value] += int(hist[value])
+        result.channel_hist[c] += (
+            cv2.calcHist([pixels], [c], None, [256], [0, 256]).ravel().astype(np.int64)
+        )
     if "masks" in record:
         counts = np.bincount(record["masks"].ravel())
-        for cls in np.flatnonzero(counts):
-            result.class_counts[int(cls)] = result.class_counts.get(int(cls), 0) + int(counts[cls])
     else:
-        label = int(record["labels"])
-        result.class_counts[label] = result.class_counts.get(label, 0) + 1
+        counts = np.bincount([int(record["labels"])])
+    if len(counts) > len(result.class_counts):
+        result.class_counts = np.pad(
+            result.class_counts, (0, len(counts) - len(result.class_counts))
+        )
+    result.class_counts[: len(counts)] += counts
 
 
 @dataclass(frozen=True)
@@ -215,8 +216,8 @@ def _receipt(task: FinalizeTask, count: int, files: list[FileInfo]) -> dict:
     classes: Counter = Counter()
     backends: Counter = Counter()
     for c in task.chunks:
-        hist += np.asarray(c.channel_hist, np.int64)
-        classes.update(c.class_counts)
+        hist += c.channel_hist
+        classes.update({int(k): int(c.class_counts[k]) for k in np.flatnonzero(c.class_counts)})
         backends.update(c.backends)
     return {
         "name": task.shard,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from functools import cached_property
@@ -125,14 +126,19 @@ class BatchReader:
                 f"indices out of range 0..{self.split.count - 1} of {self.split.name!r}"
             )
         out = {f.name: np.empty((len(order), *f.shape), np.dtype(f.dtype)) for f in self.fields}
-        shard_of = np.searchsorted(self.split.offsets, order, side="right") - 1
-        bounds = np.flatnonzero(np.diff(shard_of)) + 1
-        for start, stop in zip(np.r_[0, bounds], np.r_[bounds, len(order)], strict=True):
-            shard = int(shard_of[start])
+        for shard, start, stop in self._runs(order):
             local = order[start:stop] - self.split.offsets[shard]
-            for f in self.fields:
-                self.shards[shard].take(f.name, local, out[f.name][start:stop])
+            for name, array in out.items():
+                self.shards[shard].take(name, local, array[start:stop])
         return out
+
+    def _runs(self, order: np.ndarray) -> list[tuple[int, int, int]]:
+        """(shard, start, stop): the stretches of sorted `order` that fall in one shard each."""
+        if len(self.shards) == 1:
+            return [(0, 0, len(order))]
+        shard_of = np.searchsorted(self.split.offsets, order, side="right") - 1
+        cuts = [0, *(np.flatnonzero(shard_of[1:] != shard_of[:-1]) + 1).tolist(), len(order)]
+        return [(int(shard_of[a]), a, b) for a, b in itertools.pairwise(cuts)]
 
     def close(self) -> None:
         for shard in self.shards:
