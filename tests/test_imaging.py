@@ -574,3 +574,10 @@ def test_backend_versions_tell_the_pillow_distribution():
     providers = {d.lower() for d in importlib.metadata.packages_distributions().get("PIL", [])}
     expected = "pillow-simd" if "pillow-simd" in providers else "pillow"
     assert versions["pillow_flavour"] == expected
+
+
+def test_pillow_simd_is_the_pil_that_imports():
+    """Anything that pulls in plain Pillow reinstalls it over Pillow-SIMD; the install must not."""
+    providers = {d.lower() for d in importlib.metadata.packages_distributions().get("PIL", [])}
+    assert providers == {"pillow-simd"}
+    assert backend_versions()["pillow_flavour"] == "pillow-simd"
