@@ -1,0 +1,64 @@
+"""Converter workers: no TensorFlow, a safe start method, list-file and hashed-split sources."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+from PIL import Image
+
+import packer
+
+
+def _python(code: str) -> str:
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def test_worker_code_never_imports_tensorflow():
+    loaded = _python(
+        "import sys, packer.convert, packer.engine, packer.api; "
+        "print(sorted(m for m in ('tensorflow', 'keras', 'torch', 'jax') if m in sys.modules))"
+    )
+    assert loaded == "[]"
+
+
+def test_workers_are_spawned_not_forked_once_tensorflow_is_loaded():
+    code = "import packer.engine as e; print(e.start_method())"
+    assert _python(code) == "fork"
+    assert _python("import tensorflow; " + code) == "spawn"
+
+
+def test_pack_from_a_csv_list_with_class_names(tmp_path):
+    rows = ["path,label"]
+    for i in range(6):
+        name = f"img_{i}.png"
+        Image.fromarray(np.full((20, 30, 3), 40 * i, np.uint8)).save(tmp_path / name)
+        rows.append(f"{name},{'cat' if i % 2 else 'dog'}")
+    (tmp_path / "list.csv").write_text("\n".join(rows) + "\n")
+    ds = packer.pack(tmp_path / "list.csv", out=tmp_path / "p", size=(30, 20))
+    split = ds["train"]
+    labels = split.reader.read(np.arange(split.count))["labels"]
+    assert ds.class_names == ["cat", "dog"] and split.count == 6
+    for i in range(6):
+        index = int(split.source(i).rsplit("_", 1)[1].split(".")[0])
+        assert ds.class_names[labels[i]] == ("cat" if index % 2 else "dog")
+
+
+def test_hashed_split_is_stable_when_files_are_added(cls_src, tmp_path):
+    first = packer.pack(cls_src, out=tmp_path / "a", size=16, split={"train": 0.7, "val": 0.3})
+    assert set(first.splits) == {"train", "val"}
+    before = {first[s].source(i): s for s in first.splits for i in range(first[s].count)}
+    extra = cls_src.parent / "grown"
+    subprocess.run(["cp", "-r", str(cls_src), str(extra)], check=True)
+    Image.fromarray(np.zeros((36, 48, 3), np.uint8)).save(extra / "cats" / "new_cat.jpg")
+    second = packer.pack(extra, out=tmp_path / "b", size=16, split={"train": 0.7, "val": 0.3})
+    after = {
+        second[s].source(i).replace(str(extra), str(cls_src)): s
+        for s in second.splits
+        for i in range(second[s].count)
+    }
+    assert all(after[path] == split for path, split in before.items())
+    assert len(after) == len(before) + 1
