@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import __version__, engine, manifest
+from . import __version__, engine, formats, manifest
 from .convert import PARTIAL_DIR, FinalizeTask, PackConfig, clear_partial, cpu_count
 from .dataset import PackedDataset, open_dataset
 from .imaging import DEFAULT_MAX_PIXELS, Geometry, backend_versions, load_image
@@ -24,7 +24,6 @@ from .records import fields_for, record_bytes
 from .shardio import TMP_PREFIX
 from .sources import SourceScan, scan
 
-FORMATS = ("npy",)
 DEFAULT_SHARD_BYTES = 256 * 1000 * 1000
 
 
@@ -76,10 +75,13 @@ def make_plan(
     ignore_index: int | None = None,
     unknown_colors: str = "ignore",
     max_pixels: int = DEFAULT_MAX_PIXELS,
+    **format_options,
 ) -> PackPlan:
-    """Scan the source and decide shapes, classes, shards and the output folder."""
-    if format not in FORMATS:
-        raise PackError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
+    """Scan the source and decide shapes, classes, shards and the output folder.
+
+    `format_options` are the chosen format's own options (see its module's OPTIONS).
+    """
+    fmt_options = _format_options(format, format_options)
     if shard_size <= 0:
         raise PackError("--shard-size must be a positive number of bytes")
     found = scan(src, layout=layout, masks=masks, mask_suffix=mask_suffix, split=split)
@@ -113,6 +115,7 @@ def make_plan(
         "ignore_index": ignore_index,
         "unknown_colors": unknown_colors,
         "max_pixels": max_pixels,
+        **fmt_options,
     }
     config = PackConfig(
         root=str(found.root),
@@ -125,11 +128,29 @@ def make_plan(
         ignore_index=ignore_index,
         unknown_colors=unknown_colors,
         max_pixels=max_pixels,
+        format_options=fmt_options,
     )
     shards = plan_shards(found.samples, seed, record_bytes(fields), shard_size)
     return PackPlan(
         found, out_path, table, config, shards, options, _fingerprint(options, found), notes
     )
+
+
+def _format_options(name: str, given: dict) -> dict:
+    """The format's options with defaults filled in; unknown or impossible ones are errors."""
+    try:
+        fmt = formats.get(name)
+    except ValueError as exc:
+        raise PackError(str(exc)) from None
+    unknown = sorted(set(given) - set(fmt.OPTIONS))
+    if unknown:
+        raise PackError(f"option(s) {', '.join(unknown)} do not apply to --format {name}")
+    options = {**fmt.OPTIONS, **given}
+    try:
+        fmt.check_options(options)
+    except ValueError as exc:
+        raise PackError(f"--format {name}: {exc}") from None
+    return options
 
 
 def _class_table(found: SourceScan, classes, notes: list[str]) -> ClassTable | None:

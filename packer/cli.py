@@ -10,9 +10,10 @@ from pathlib import Path
 import click
 
 from . import api, report
-from .api import DEFAULT_SHARD_BYTES, FORMATS, PackError
+from .api import DEFAULT_SHARD_BYTES, PackError
 from .convert import UnknownLabelError, cpu_count
 from .dataset import open_dataset
+from .formats import FORMATS
 from .imaging import INTERPOLATIONS, RESIZE_MODES, ImageError
 from .labels import LabelError
 from .manifest import ManifestError

@@ -17,7 +17,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from .formats import npy
+from . import formats
 from .imaging import Geometry, ImageError, load_image, load_mask, pad_to_canvas, resample_mask
 from .labels import ClassTable, LabelError, LabelMapper
 from .plan import ChunkTask
@@ -42,6 +42,7 @@ class PackConfig:
     ignore_index: int
     unknown_colors: str  # "ignore": map to ignore_index and report; "error": stop the pack
     max_pixels: int
+    format_options: dict
 
     @property
     def part_dir(self) -> Path:
@@ -90,7 +91,9 @@ def pack_chunk(task: ChunkTask) -> ChunkResult:
     config = _require_config()
     result = ChunkResult(task.shard, task.chunk)
     config.part_dir.mkdir(parents=True, exist_ok=True)
-    writer = npy.ChunkWriter(config.part_dir, task.shard, task.chunk, config.fields)
+    writer = formats.get(config.format).ChunkWriter(
+        config.part_dir, task.shard, task.chunk, config.fields, config.format_options
+    )
     try:
         for sample in task.samples:
             try:
@@ -180,33 +183,26 @@ def finalize_shard(task: FinalizeTask) -> dict:
     """Join the chunk parts into the shard's files, atomically, and write its receipt last."""
     config = _require_config()
     out = Path(config.out)
-    split_dir = out / task.split
-    split_dir.mkdir(parents=True, exist_ok=True)
+    (out / task.split).mkdir(parents=True, exist_ok=True)
     count = sum(len(c.kept) for c in task.chunks)
-    heads = npy.shard_heads(config.fields, count)
-    files: list[FileInfo] = []
-    for f in config.fields:
-        parts = [config.part_dir / f"{task.shard}.{c.chunk:05d}.{f.name}.part" for c in task.chunks]
-        files.append(
-            write_atomic(split_dir / npy.file_name(task.shard, f.name), out, heads[f.name], parts)
-        )
-    sources = [s for c in task.chunks for s in c.kept]
-    files.append(
-        write_atomic(
-            split_dir / f"{task.shard}.sources.json",
-            out,
-            b"",
-            [json.dumps(sources, ensure_ascii=False).encode()],
-        )
+    files = formats.get(config.format).finalize(
+        out,
+        task.shard,
+        task.split,
+        [c.chunk for c in task.chunks],
+        count,
+        config.fields,
+        config.part_dir,
+        config.format_options,
     )
+    sources = json.dumps([s for c in task.chunks for s in c.kept], ensure_ascii=False).encode()
+    sources_path = out / task.split / f"{task.shard}.sources.json"
+    files.append(write_atomic(sources_path, out, b"", [sources]))
     receipt = _receipt(task, count, files)
     config.receipt_dir.mkdir(parents=True, exist_ok=True)
     write_atomic(
         config.receipt_dir / f"{task.shard}.json", out, b"", [json.dumps(receipt).encode()]
     )
-    for c in task.chunks:
-        for f in config.fields:
-            (config.part_dir / f"{task.shard}.{c.chunk:05d}.{f.name}.part").unlink(missing_ok=True)
     return receipt
 
 

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import manifest
-from .formats import npy
+from . import formats, manifest
 from .records import Field
 
 
@@ -109,13 +108,11 @@ class BatchReader:
     def __init__(self, split: Split) -> None:
         self.split = split
         self.fields = split.dataset.fields
-        root = split.dataset.root
+        dataset = split.dataset
+        fmt = formats.get(dataset.format)
+        options = {k: dataset.manifest["options"].get(k, v) for k, v in fmt.OPTIONS.items()}
         self.shards = [
-            npy.NpyShardReader(
-                {f.name: root / split.name / npy.file_name(s["name"], f.name) for f in self.fields},
-                s["count"],
-            )
-            for s in split.shards
+            fmt.open_shard(dataset.root, split.name, s, self.fields, options) for s in split.shards
         ]
 
     def read(self, indices: np.ndarray) -> dict[str, np.ndarray]:
@@ -128,8 +125,7 @@ class BatchReader:
         out = {f.name: np.empty((len(order), *f.shape), np.dtype(f.dtype)) for f in self.fields}
         for shard, start, stop in self._runs(order):
             local = order[start:stop] - self.split.offsets[shard]
-            for name, array in out.items():
-                self.shards[shard].take(name, local, array[start:stop])
+            self.shards[shard].read_into(local, {k: v[start:stop] for k, v in out.items()})
         return out
 
     def _runs(self, order: np.ndarray) -> list[tuple[int, int, int]]:

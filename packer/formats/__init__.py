@@ -1,1 +1,36 @@
-"""On-disk formats: each module writes and reads the bytes of one format."""
+"""On-disk formats: each module writes and reads the bytes of one format, nothing else does.
+
+A format module provides:
+
+- `OPTIONS`: its pack options and their defaults (e.g. `{"compression": None}`), recorded in
+  the manifest; `check_options(options)` raises ValueError for a value it cannot honour.
+- `ChunkWriter(part_dir, shard, chunk, fields, options)`: `write(record)` appends one sample
+  (a dict field name -> array) to the chunk's part file(s); `close()`. Runs in a worker.
+- `finalize(out, shard, split, chunks, count, fields, part_dir, options) -> list[FileInfo]`:
+  joins the parts of `chunks` (chunk numbers, in order) into the shard's final files,
+  atomically (`shardio.write_atomic`), and removes the parts. Runs in a worker.
+- `open_shard(root, split, shard, fields, options) -> ShardReader`: random access for the
+  NumPy readers; `ShardReader.read_into(local, out)` copies records `local` (sorted indices
+  into the shard) of every field into the arrays of `out`; `close()`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from types import ModuleType
+
+KNOWN = ("npy", "tfrecord", "recordio")
+FORMATS = tuple(n for n in KNOWN if importlib.util.find_spec(f"packer.formats.{n}") is not None)
+
+
+def get(name: str) -> ModuleType:
+    """The module of format `name`; a clear error for an unknown one."""
+    if name not in FORMATS:
+        raise ValueError(f"unknown format {name!r}; choose one of {', '.join(FORMATS)}")
+    return importlib.import_module(f"packer.formats.{name}")
+
+
+def part_path(part_dir, shard: str, chunk: int, suffix: str):
+    """Where a chunk's part file for `suffix` (a field name or 'records') lives."""
+    return part_dir / f"{shard}.{chunk:05d}.{suffix}.part"

@@ -14,9 +14,16 @@ from pathlib import Path
 import numpy as np
 
 from ..records import Field
+from ..shardio import FileInfo, write_atomic
+from . import part_path
 
 HEADER_BYTES = 128
 MAGIC = b"\x93NUMPY\x01\x00"
+OPTIONS: dict = {}
+
+
+def check_options(options: dict) -> None:
+    """npy has no options of its own."""
 
 
 def file_name(shard: str, field: str) -> str:
@@ -49,10 +56,11 @@ def read_header(path: Path) -> tuple[np.dtype, tuple[int, ...]]:
 class ChunkWriter:
     """Appends the raw bytes of each record's fields to one part file per field."""
 
-    def __init__(self, part_dir: Path, shard: str, chunk: int, fields: Sequence[Field]) -> None:
+    def __init__(
+        self, part_dir: Path, shard: str, chunk: int, fields: Sequence[Field], options: dict
+    ) -> None:
         self.fields = fields
-        self.paths = {f.name: part_dir / f"{shard}.{chunk:05d}.{f.name}.part" for f in fields}
-        self._files = {name: open(path, "wb") for name, path in self.paths.items()}  # noqa: SIM115
+        self._files = {f.name: _open_part(part_dir, shard, chunk, f.name) for f in fields}
 
     def write(self, record: dict[str, np.ndarray]) -> None:
         for field in self.fields:
@@ -66,9 +74,37 @@ class ChunkWriter:
             f.close()
 
 
-def shard_heads(fields: Sequence[Field], count: int) -> dict[str, bytes]:
-    """What each field's final file starts with before the concatenated parts."""
-    return {f.name: npy_header(f, count) for f in fields}
+def _open_part(part_dir: Path, shard: str, chunk: int, name: str):
+    """A part file for appending; the ChunkWriter closes it."""
+    return open(part_path(part_dir, shard, chunk, name), "wb")
+
+
+def finalize(
+    out: Path,
+    shard: str,
+    split: str,
+    chunks: Sequence[int],
+    count: int,
+    fields: Sequence[Field],
+    part_dir: Path,
+    options: dict,
+) -> list[FileInfo]:
+    """Each field's file: the 128-byte header, then the chunks' parts in order."""
+    files = []
+    for f in fields:
+        parts = [part_path(part_dir, shard, c, f.name) for c in chunks]
+        path = out / split / file_name(shard, f.name)
+        files.append(write_atomic(path, out, npy_header(f, count), parts))
+        for part in parts:
+            part.unlink()
+    return files
+
+
+def open_shard(
+    root: Path, split: str, shard: dict, fields: Sequence[Field], options: dict
+) -> NpyShardReader:
+    paths = {f.name: root / split / file_name(shard["name"], f.name) for f in fields}
+    return NpyShardReader(paths, shard["count"])
 
 
 class NpyShardReader:
@@ -84,11 +120,12 @@ class NpyShardReader:
             self._maps = {name: _open_memmap(path, self.count) for name, path in self.paths.items()}
         return self._maps
 
-    def take(self, field: str, local: np.ndarray, out: np.ndarray) -> None:
-        """Copy records `local` (sorted indices into this shard) of `field` into `out`."""
+    def read_into(self, local: np.ndarray, out: dict[str, np.ndarray]) -> None:
+        """Copy records `local` (sorted indices into this shard) of every field into `out`."""
         # mode="clip" writes straight into `out` ("raise" goes through a temporary copy);
-        # BatchReader has checked the indices already.
-        np.take(self.maps()[field], local, axis=0, out=out, mode="clip")
+        # the caller has checked the indices already.
+        for name, array in out.items():
+            np.take(self.maps()[name], local, axis=0, out=array, mode="clip")
 
     def close(self) -> None:
         self._maps = None
