@@ -33,6 +33,7 @@ _UNITS = {
     "mib": 2**20,
     "gib": 2**30,
 }
+FORMAT_OPTION_NAMES = ("compression", "index", "encoding", "quality")
 _USER_ERRORS = (PackError, SourceError, LabelError, ManifestError, ImageError, UnknownLabelError)
 
 
@@ -149,10 +150,26 @@ finishes it; a finished identical pack is left as it is.
     show_default=True,
     help="Unknown mask colours: map to --ignore-index, or stop.",
 )
+@click.option(
+    "--compression",
+    type=click.Choice(["none", "gzip"]),
+    help="tfrecord: compress shard files (readers must say so too) [default: none].",
+)
+@click.option("--index", is_flag=True, default=None, help="tfrecord: also write DALI index files.")
+@click.option(
+    "--encoding",
+    type=click.Choice(["raw", "jpeg", "png"]),
+    help="recordio: image payload, decoded pixels or re-encoded [default: raw].",
+)
+@click.option(
+    "--quality", type=click.IntRange(1, 100), help="recordio --encoding jpeg: JPEG quality."
+)
 @click.option("--overwrite", is_flag=True, help="Replace a different pack already in --out.")
 @click.option("--dry-run", is_flag=True, help="Show what would be packed, write nothing.")
 @click.option("--progress/--no-progress", default=True, show_default=True)
 def pack_command(src, out, fmt, workers, overwrite, dry_run, progress, **options) -> None:
+    format_options = {k: options.pop(k) for k in FORMAT_OPTION_NAMES}
+    options.update({k: v for k, v in format_options.items() if v is not None})
     try:
         plan = api.make_plan(src, out, fmt, options.pop("size"), **options)
         if dry_run:
