@@ -14,21 +14,17 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import __version__, engine, formats, manifest
-from .convert import PARTIAL_DIR, FinalizeTask, PackConfig, clear_partial, cpu_count
+from . import __version__, engine, formats, manifest, outdir
+from .convert import ChunkResult, FinalizeTask, PackConfig, cpu_count
 from .dataset import PackedDataset, open_dataset
+from .errors import PackError
 from .imaging import DEFAULT_MAX_PIXELS, Geometry, backend_versions, load_image
 from .labels import ClassTable, find_class_table, mask_dtype, read_class_table
 from .plan import ChunkTask, ShardPlan, chunk_tasks, plan_shards
 from .records import fields_for, record_bytes
-from .shardio import TMP_PREFIX
 from .sources import SourceScan, scan
 
 DEFAULT_SHARD_BYTES = 256 * 1000 * 1000
-
-
-class PackError(RuntimeError):
-    """The pack cannot start or go on; the message says why and what to do."""
 
 
 @dataclass
@@ -203,33 +199,85 @@ def pack(
     workers: int | None = None,
     overwrite: bool = False,
     progress: bool = False,
+    strict: bool = False,
+    max_rejects: int | None = None,
     **options,
 ) -> PackedDataset:
     """Pack SRC into OUT and return the opened dataset; resumes an interrupted pack of the same."""
     plan = make_plan(src, out, format, size, **options)
-    execute(plan, workers=workers, overwrite=overwrite, progress=progress)
+    execute(plan, workers, overwrite, progress, strict, max_rejects)
     return open_dataset(plan.out)
 
 
 def execute(
-    plan: PackPlan, workers: int | None = None, overwrite: bool = False, progress: bool = False
+    plan: PackPlan,
+    workers: int | None = None,
+    overwrite: bool = False,
+    progress: bool = False,
+    strict: bool = False,
+    max_rejects: int | None = None,
 ) -> dict:
-    """Run a plan: prepare the output folder, pack missing shards, write the manifest."""
+    """Run a plan: lock and prepare OUT, pack the missing shards, write the manifest.
+
+    `strict` stops at the first rejected input, `max_rejects` once more than that many are
+    rejected. Whatever stops a pack (those limits, a full disk, Ctrl-C) leaves the finished
+    shards in place and no temporary files, so the same command resumes it.
+    """
     if not plan.scan.samples:
         raise PackError(f"{plan.scan.root}: nothing to pack")
+    limit = 0 if strict else max_rejects
+    rejected = [{"path": r.path, "reason": r.reason} for r in plan.scan.rejected]
+    _check_rejects(rejected, limit)
     out = plan.out
-    if not _prepare_out(out, plan.fingerprint, overwrite):
-        return manifest.read(out) | {"up_to_date": True}
+    out.mkdir(parents=True, exist_ok=True)
+    with outdir.exclusive(out):
+        try:
+            if not outdir.prepare(out, plan.fingerprint, overwrite):
+                return manifest.read(out) | {"up_to_date": True}
+            data = _pack_missing(plan, workers or cpu_count(), progress, rejected, limit)
+        except BaseException as exc:
+            outdir.remove_temporaries(out)
+            if outdir.is_out_of_space(exc):
+                raise PackError(
+                    f"no space left for {out} ({exc.strerror}); finished shards are kept: "
+                    "free space and run the same command again to resume"
+                ) from exc
+            raise
+        manifest.write(out, data)
+        outdir.clear_partial(out)
+    return data
+
+
+def _check_rejects(rejected: list[dict], limit: int | None) -> None:
+    """Stop once more inputs were rejected than `limit` allows (None: no limit)."""
+    if limit is not None and len(rejected) > limit:
+        shown = "; ".join(f"{r['path']}: {r['reason']}" for r in rejected[:5])
+        raise PackError(
+            f"{len(rejected)} input(s) rejected, more than the {limit} allowed "
+            f"(--strict / --max-rejects): {shown}"
+        )
+
+
+def _pack_missing(
+    plan: PackPlan, workers: int, progress: bool, rejected: list[dict], limit: int | None
+) -> dict:
+    """Pack the shards no earlier run finished and build the manifest from all receipts."""
+    out = plan.out
     started = time.perf_counter()
-    done = _finished_receipts(out, plan.fingerprint)
+    done = outdir.finished_receipts(out, plan.fingerprint)
     todo = {
         s.name: chunk_tasks(s, plan.record_bytes)
         for shards in plan.shards.values()
         for s in shards
         if s.name not in done
     }
-    workers = max(1, workers or cpu_count())
-    total = sum(len(c.samples) for chunks in todo.values() for c in chunks)
+    seen = rejected + [x for r in done.values() for x in r["rejected"]]
+
+    def on_chunk(result: ChunkResult) -> None:
+        seen.extend(result.rejected)
+        _check_rejects(seen, limit)
+
+    _check_rejects(seen, limit)
     receipts = engine.run(
         plan.config,
         todo,
@@ -237,11 +285,12 @@ def execute(
             name, _split_of(todo[name]), plan.fingerprint, engine.ordered_chunks(results)
         ),
         workers,
-        total,
+        sum(len(c.samples) for chunks in todo.values() for c in chunks),
         progress,
+        on_chunk,
     )
     receipts += list(done.values())
-    data = manifest.build(
+    return manifest.build(
         fmt=plan.config.format,
         task=plan.scan.task,
         fields=plan.config.fields,
@@ -261,11 +310,8 @@ def execute(
             "resumed_shards": len(done),
             "libraries": backend_versions(),
         },
-        rejected=[{"path": r.path, "reason": r.reason} for r in plan.scan.rejected],
+        rejected=rejected,
     )
-    manifest.write(out, data)
-    clear_partial(out)
-    return data
 
 
 def _split_of(chunks: list[ChunkTask]) -> str:
@@ -278,62 +324,3 @@ def _table_from_counts(receipts: list[dict], ignore_index: int) -> ClassTable:
     return ClassTable.from_names(
         [f"class_{i}" for i in range(max(seen, default=-1) + 1)], "mask values"
     )
-
-
-def _prepare_out(out: Path, fingerprint: str, overwrite: bool) -> bool:
-    """Get OUT ready; False when it already holds this very pack, finished (nothing to do)."""
-    partial = out / PARTIAL_DIR
-    marker = partial / "plan.json"
-    if (out / manifest.MANIFEST_NAME).exists() and not overwrite:
-        if manifest.read(out).get("fingerprint") == fingerprint:
-            return False
-        raise PackError(
-            f"{out} already holds a different pack (other sources or options); "
-            "choose another --out or pass --overwrite to replace it"
-        )
-    if partial.exists() and not overwrite:
-        if marker.exists() and json.loads(marker.read_text()).get("fingerprint") != fingerprint:
-            raise PackError(
-                f"{out} holds an unfinished pack with other sources or options; "
-                "re-run that command to finish it, or pass --overwrite"
-            )
-    elif out.exists() and any(out.iterdir()) and not overwrite:
-        raise PackError(
-            f"{out} exists and is not a packer dataset; choose another --out or pass --overwrite"
-        )
-    if overwrite:
-        remove_pack(out)
-    partial.mkdir(parents=True, exist_ok=True)
-    marker.write_text(json.dumps({"fingerprint": fingerprint}))
-    return True
-
-
-def remove_pack(out: Path) -> None:
-    """Delete what a pack wrote in OUT (manifest first, so nothing claims a finished dataset)."""
-    (out / manifest.MANIFEST_NAME).unlink(missing_ok=True)
-    clear_partial(out)
-    if not out.is_dir():
-        return
-    for split_dir in [p for p in out.iterdir() if p.is_dir()]:
-        for f in split_dir.iterdir():
-            if f.is_file() and ("-of-" in f.name or f.name.startswith(TMP_PREFIX)):
-                f.unlink()
-        if not any(split_dir.iterdir()):
-            split_dir.rmdir()
-
-
-def _finished_receipts(out: Path, fingerprint: str) -> dict[str, dict]:
-    """Shards an interrupted run finished: receipt present, same plan, files of the right size."""
-    receipts: dict[str, dict] = {}
-    for path in sorted((out / PARTIAL_DIR / "shards").glob("*.json")):
-        try:
-            receipt = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError):
-            continue
-        files_ok = all(
-            (out / f["path"]).is_file() and (out / f["path"]).stat().st_size == f["bytes"]
-            for f in receipt["files"]
-        )
-        if receipt.get("fingerprint") == fingerprint and files_ok:
-            receipts[receipt["name"]] = receipt
-    return receipts

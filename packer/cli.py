@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import sys
 from pathlib import Path
 
@@ -164,12 +165,21 @@ finishes it; a finished identical pack is left as it is.
 @click.option(
     "--quality", type=click.IntRange(1, 100), help="recordio --encoding jpeg: JPEG quality."
 )
+@click.option("--strict", is_flag=True, help="Stop at the first input that cannot be packed.")
+@click.option(
+    "--max-rejects",
+    type=click.IntRange(0),
+    help="Stop once more than this many inputs could not be packed.",
+)
 @click.option("--overwrite", is_flag=True, help="Replace a different pack already in --out.")
 @click.option("--dry-run", is_flag=True, help="Show what would be packed, write nothing.")
 @click.option("--progress/--no-progress", default=True, show_default=True)
-def pack_command(src, out, fmt, workers, overwrite, dry_run, progress, **options) -> None:
+def pack_command(
+    src, out, fmt, workers, overwrite, dry_run, progress, strict, max_rejects, **options
+) -> None:
     format_options = {k: options.pop(k) for k in FORMAT_OPTION_NAMES}
     options.update({k: v for k, v in format_options.items() if v is not None})
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         plan = api.make_plan(src, out, fmt, options.pop("size"), **options)
         if dry_run:
@@ -177,9 +187,16 @@ def pack_command(src, out, fmt, workers, overwrite, dry_run, progress, **options
             return
         if plan.notes:
             click.echo("\n".join(f"note: {n}" for n in plan.notes), err=True)
-        data = api.execute(plan, workers=workers, overwrite=overwrite, progress=progress)
+        data = api.execute(plan, workers, overwrite, progress, strict, max_rejects)
     except _USER_ERRORS as exc:
         raise click.ClickException(str(exc)) from None
+    except KeyboardInterrupt:
+        click.echo(
+            f"\ninterrupted: finished shards are kept in {plan.out}; "
+            "run the same command again to resume",
+            err=True,
+        )
+        sys.exit(130)
     click.echo(report.pack_summary(data, plan.out))
 
 

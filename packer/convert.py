@@ -7,9 +7,11 @@ not import TensorFlow.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import json
 import os
-import shutil
+import signal
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,12 +22,11 @@ import numpy as np
 from . import formats
 from .imaging import Geometry, ImageError, load_image, load_mask, pad_to_canvas, resample_mask
 from .labels import ClassTable, LabelError, LabelMapper
+from .outdir import PARTIAL_DIR
 from .plan import ChunkTask
 from .records import Field
 from .shardio import FileInfo, write_atomic
 from .sources import Sample
-
-PARTIAL_DIR = ".partial"
 
 
 @dataclass(frozen=True)
@@ -75,15 +76,35 @@ _config: PackConfig | None = None
 _mapper: LabelMapper | None = None
 
 
-def init_worker(config: PackConfig) -> None:
-    """Per-process set-up: one OpenCV thread per worker (the pool is the parallelism)."""
+def init_worker(config: PackConfig, parent_pid: int) -> None:
+    """Per-process set-up: one OpenCV thread per worker (the pool is the parallelism).
+
+    Workers ignore Ctrl-C (the parent decides how the pack stops and kills them itself) and
+    die with the parent, so a killed pack leaves no worker writing behind the next run.
+    """
     global _config, _mapper
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent(parent_pid)
     cv2.setNumThreads(1)
     _config = config
     mask_field = next((f for f in config.fields if f.name == "masks"), None)
     _mapper = mask_field and LabelMapper(
         config.table, config.ignore_index, np.dtype(mask_field.dtype)
     )
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Linux: ask for SIGKILL when the parent dies; exit now if it already has."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError, TypeError):
+        return
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+
+_PR_SET_PDEATHSIG = 1
 
 
 def pack_chunk(task: ChunkTask) -> ChunkResult:
@@ -227,11 +248,6 @@ def _receipt(task: FinalizeTask, count: int, files: list[FileInfo]) -> dict:
         "rejected": [r for c in task.chunks for r in c.rejected],
         "unknown": [u for c in task.chunks for u in c.unknown],
     }
-
-
-def clear_partial(out: Path) -> None:
-    """Remove the work folder once the manifest is written."""
-    shutil.rmtree(out / PARTIAL_DIR, ignore_errors=True)
 
 
 def _require_config() -> PackConfig:

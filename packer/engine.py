@@ -7,6 +7,7 @@ spawned, so a pack started from a TensorFlow script never forks TensorFlow's thr
 from __future__ import annotations
 
 import multiprocessing
+import os
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -42,14 +43,23 @@ def run(
     workers: int,
     total_images: int,
     progress: bool = True,
+    on_chunk: Callable[[convert.ChunkResult], None] | None = None,
 ) -> list[dict]:
-    """Pack every chunk of `shards` (shard name -> its chunks) and return the shard receipts."""
+    """Pack every chunk of `shards` (shard name -> its chunks) and return the shard receipts.
+
+    `on_chunk` sees each chunk's result and may raise to stop the pack. On any exception
+    (Ctrl-C included) the workers are killed at once and the exception propagates; finished
+    shards stay finished, so the same pack resumes from them.
+    """
     if not shards:
         return []
     context = multiprocessing.get_context(start_method())
     pending_chunks = {name: len(chunks) for name, chunks in shards.items()}
     results: dict[str, list[convert.ChunkResult]] = {name: [] for name in shards}
     receipts: list[dict] = []
+    pool = ProcessPoolExecutor(
+        workers, mp_context=context, initializer=convert.init_worker, initargs=(config, os.getpid())
+    )
     bar = _Bar(
         total=total_images,
         unit="img",
@@ -58,32 +68,41 @@ def run(
         desc="packing",
         smoothing=0.1,
     )
-    with ProcessPoolExecutor(
-        workers, mp_context=context, initializer=convert.init_worker, initargs=(config,)
-    ) as pool:
-        running: set[Future] = set()
-        for chunks in shards.values():
-            running.update(pool.submit(convert.pack_chunk, task) for task in chunks)
-        try:
-            while running:
-                done, running = wait(running, return_when=FIRST_COMPLETED)
-                for future in done:
-                    outcome = future.result()
-                    if isinstance(outcome, convert.ChunkResult):
-                        bar.update(len(outcome.kept) + len(outcome.rejected))
-                        results[outcome.shard].append(outcome)
-                        pending_chunks[outcome.shard] -= 1
-                        if pending_chunks[outcome.shard] == 0:
-                            task = make_finalize(outcome.shard, results.pop(outcome.shard))
-                            running.add(pool.submit(convert.finalize_shard, task))
-                    else:
-                        receipts.append(outcome)
-        except BaseException:
-            pool.shutdown(wait=True, cancel_futures=True)
-            raise
-        finally:
-            bar.close()
+    try:
+        running: set[Future] = {
+            pool.submit(convert.pack_chunk, task) for chunks in shards.values() for task in chunks
+        }
+        while running:
+            done, running = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                outcome = future.result()
+                if isinstance(outcome, dict):
+                    receipts.append(outcome)
+                    continue
+                bar.update(len(outcome.kept) + len(outcome.rejected))
+                if on_chunk is not None:
+                    on_chunk(outcome)
+                results[outcome.shard].append(outcome)
+                pending_chunks[outcome.shard] -= 1
+                if pending_chunks[outcome.shard] == 0:
+                    task = make_finalize(outcome.shard, results.pop(outcome.shard))
+                    running.add(pool.submit(convert.finalize_shard, task))
+    except BaseException:
+        _kill(pool)
+        raise
+    finally:
+        bar.close()
+        pool.shutdown(wait=True, cancel_futures=True)
     return receipts
+
+
+def _kill(pool: ProcessPoolExecutor) -> None:
+    """Stop every worker now, not after its current chunk (Python 3.14 has terminate_workers)."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    for process in processes:
+        process.kill()
+    for process in processes:
+        process.join(timeout=5)
 
 
 def ordered_chunks(results: Sequence[convert.ChunkResult]) -> tuple[convert.ChunkResult, ...]:
