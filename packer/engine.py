@@ -68,10 +68,10 @@ def run(
         desc="packing",
         smoothing=0.1,
     )
+    queued = iter([task for chunks in shards.values() for task in chunks])
     try:
-        running: set[Future] = {
-            pool.submit(convert.pack_chunk, task) for chunks in shards.values() for task in chunks
-        }
+        running: set[Future] = set()
+        _top_up(pool, running, queued, 2 * workers)
         while running:
             done, running = wait(running, return_when=FIRST_COMPLETED)
             for future in done:
@@ -87,6 +87,7 @@ def run(
                 if pending_chunks[outcome.shard] == 0:
                     task = make_finalize(outcome.shard, results.pop(outcome.shard))
                     running.add(pool.submit(convert.finalize_shard, task))
+            _top_up(pool, running, queued, 2 * workers)
     except BaseException:
         _kill(pool)
         raise
@@ -94,6 +95,13 @@ def run(
         bar.close()
         pool.shutdown(wait=True, cancel_futures=True)
     return receipts
+
+
+def _top_up(pool: ProcessPoolExecutor, running: set[Future], queued, window: int) -> None:
+    """Keep a few chunks in flight, in plan order, so finished shards are finalised promptly
+    (a shard's parts never wait behind the whole dataset, and a stop loses little work)."""
+    while len(running) < window and (task := next(queued, None)) is not None:
+        running.add(pool.submit(convert.pack_chunk, task))
 
 
 def _kill(pool: ProcessPoolExecutor) -> None:

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import io
-import struct
 import time
-import zlib
 from pathlib import Path
 
 import cv2
@@ -28,6 +26,7 @@ from packer.imaging import (
     place,
     resample_mask,
 )
+from tests.corpus import bomb_png
 
 COLOURS = np.array(
     [[230, 25, 75], [60, 180, 75], [255, 225, 25], [0, 130, 200], [245, 130, 48], [145, 30, 180]],
@@ -55,12 +54,6 @@ def blocks(width: int, height: int, block: tuple[int, int], seed: int = 0) -> np
     rows, cols = -(-height // block[1]), -(-width // block[0])
     grid = rng.integers(0, len(COLOURS), (rows, cols), dtype=np.uint8)
     return np.repeat(np.repeat(grid, block[1], 0), block[0], 1)[:height, :width]
-
-
-def png_chunk(kind: bytes, payload: bytes) -> bytes:
-    """One PNG chunk with a correct CRC."""
-    crc = zlib.crc32(kind + payload)
-    return struct.pack(">I", len(payload)) + kind + payload + struct.pack(">I", crc)
 
 
 # -- place -----------------------------------------------------------------------------------
@@ -362,13 +355,7 @@ def test_exif_orientation_on_reduced_jpeg(tmp_path):
 
 
 def test_bomb_header_refused_before_decoding(tmp_path):
-    header = struct.pack(">IIBBBBB", 30000, 30000, 8, 2, 0, 0, 0)
-    data = (
-        b"\x89PNG\r\n\x1a\n"
-        + png_chunk(b"IHDR", header)
-        + png_chunk(b"IDAT", zlib.compress(b"\0" * 1000))
-        + png_chunk(b"IEND", b"")
-    )
+    data = bomb_png()
     path = tmp_path / "bomb.png"
     path.write_bytes(data)
     start = time.perf_counter()

@@ -111,7 +111,7 @@ class RecordingModel(keras.Model):
         return super().train_step(data)
 
 
-@pytest.mark.parametrize("workers,multiprocessing", [(1, False), (2, True)])
+@pytest.mark.parametrize("workers,multiprocessing", [(1, False), (4, True)])
 def test_keras_fit_sees_every_sample_once_per_epoch(cls_pack, workers, multiprocessing):
     seq = PackedSequence(
         cls_pack,
