@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from . import api, report
+from . import api, bench, preview, report
 from .api import DEFAULT_SHARD_BYTES, PackError
 from .convert import UnknownLabelError, cpu_count
 from .dataset import open_dataset
@@ -237,3 +237,49 @@ def verify_command(path: Path) -> None:
             click.echo(f"FAIL {p}", err=True)
         sys.exit(1)
     click.echo(f"{path}: every file matches the manifest")
+
+
+@main.command("bench")
+@click.argument("path", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--split", default="train", show_default=True)
+@click.option("--batch-size", type=click.IntRange(1), default=32, show_default=True)
+@click.option(
+    "--seconds",
+    type=click.FloatRange(0.1),
+    default=3.0,
+    show_default=True,
+    help="How long each warm measurement runs.",
+)
+@click.option(
+    "--step-ms",
+    type=click.FloatRange(0.01),
+    help="Your model's step time: say whether the reader keeps the GPU fed.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+def bench_command(path: Path, split: str, batch_size: int, seconds: float, step_ms, as_json):
+    """Reader throughput (warm and cold cache) beside memcpy and a naive decode baseline."""
+    try:
+        result = bench.run(path, split, batch_size, seconds, step_ms)
+    except (ManifestError, KeyError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(json.dumps(result.to_json(), indent=1) if as_json else bench.render(result))
+
+
+@main.command("preview")
+@click.argument("path", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="PNG file to write.",
+)
+@click.option("--split", help="Split to show [default: the first].")
+@click.option("-n", "--count", type=click.IntRange(1, 400), default=16, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+def preview_command(path: Path, out: Path, split: str | None, count: int, seed: int) -> None:
+    """A grid of samples, masks overlaid in their class colours, for a check by eye."""
+    try:
+        written = preview.save(path, out, split=split, count=count, seed=seed)
+    except (ManifestError, KeyError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"wrote {written}")

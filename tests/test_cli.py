@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import click
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -79,3 +80,48 @@ def test_console_scripts_are_the_same_command(seg_src, tmp_path):
     for args in ([f"{bindir}/pack", "--help"], [f"{bindir}/packer", "pack", "--help"]):
         out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
         assert "--shard-size" in out and "WIDTHxHEIGHT" in out
+
+
+def test_bench_reports_rates_and_gpu_feeding(seg_src, tmp_path):
+    out = tmp_path / "packed"
+    runner = CliRunner()
+    assert (
+        runner.invoke(pack_command, [str(seg_src), "--out", str(out), "--size", "32x24"]).exit_code
+        == 0
+    )
+    result = runner.invoke(
+        main,
+        ["bench", str(out), "--seconds", "0.2", "--batch-size", "4", "--step-ms", "50", "--json"],
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    names = [r["name"] for r in data["rates"]]
+    assert names[:3] == [
+        "packed reader, warm cache",
+        "packed reader, cold cache",
+        "memcpy limit (np.copyto)",
+    ]
+    assert "naive decode of the sources" in names
+    assert all(r["images_per_s"] > 0 for r in data["rates"])
+    assert data["needed_images_per_s"] == 4 * 1000 / 50
+    assert data["headroom"] == data["rates"][0]["images_per_s"] / data["needed_images_per_s"]
+    text = runner.invoke(main, ["bench", str(out), "--seconds", "0.2", "--step-ms", "50"]).output
+    assert "keeps the GPU fed" in text and "GB/s" in text
+
+
+def test_preview_draws_masks_in_class_colours(seg_src, tmp_path):
+    from PIL import Image
+
+    out = tmp_path / "packed"
+    runner = CliRunner()
+    assert (
+        runner.invoke(pack_command, [str(seg_src), "--out", str(out), "--size", "64x48"]).exit_code
+        == 0
+    )
+    grid = tmp_path / "grid.png"
+    result = runner.invoke(main, ["preview", str(out), "--out", str(grid), "-n", "14"])
+    assert result.exit_code == 0, result.output
+    pixels = np.asarray(Image.open(grid).convert("RGB")).reshape(-1, 3).astype(int)
+    assert Image.open(grid).size[0] >= 2 * 240
+    # the legend swatch of class 1 (disc, pure 220,20,60) appears exactly in the image
+    assert (np.abs(pixels - [220, 20, 60]).sum(axis=1) == 0).sum() >= 50

@@ -1,0 +1,204 @@
+"""`packer bench DIR`: how fast this machine reads a pack, beside the limits that matter.
+
+Everything is measured in one run: shuffled batches from the pack with a warm and with a cold
+page cache (the shards' pages evicted with posix_fadvise), this machine's memcpy rate for the
+same bytes, and the naive per-step decode of the original files. With the step time of a
+model, it says whether the reader keeps the GPU fed.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from .dataset import PackedDataset, Split
+
+GB = 1e9
+
+
+@dataclass
+class Rate:
+    """A measured throughput: samples per second and bytes per second."""
+
+    name: str
+    images_per_s: float
+    bytes_per_s: float
+    note: str = ""
+
+
+def timed(step: Callable[[], int], seconds: float) -> float:
+    """Units per second of `step` (which returns the units it did), repeated for `seconds`."""
+    done, start = 0, time.perf_counter()
+    while (elapsed := time.perf_counter() - start) < seconds or done == 0:
+        done += step()
+    return done / elapsed
+
+
+def shard_files(split: Split) -> list[Path]:
+    root = split.dataset.root
+    return [root / f["path"] for s in split.shards for f in s["files"]]
+
+
+def warm(paths: list[Path]) -> None:
+    """Read files once so their pages are in the page cache."""
+    for path in paths:
+        with open(path, "rb") as f:
+            while f.read(16 << 20):
+                pass
+
+
+def evict(paths: list[Path]) -> None:
+    """Drop the files' pages from the page cache (they must not be mapped by this process)."""
+    for path in paths:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def epoch_reader(split: Split, batch: int, seed: int) -> Callable[[], int]:
+    """A step that reads the next shuffled batch (a new permutation every epoch)."""
+    reader = split.reader
+    rng = np.random.default_rng(seed)
+    state = {"order": rng.permutation(split.count), "at": 0}
+
+    def step() -> int:
+        if state["at"] >= split.count:
+            state["order"], state["at"] = rng.permutation(split.count), 0
+        indices = state["order"][state["at"] : state["at"] + batch]
+        state["at"] += batch
+        reader.read(indices)
+        return len(indices)
+
+    return step
+
+
+def read_rate(split: Split, batch: int, seconds: float, cold: bool) -> float:
+    """Samples/s of shuffled batches; cold reads one epoch right after evicting the shards."""
+    files = shard_files(split)
+    split.reader.close()  # mapped pages cannot be evicted, so unmap before either run
+    if cold:
+        evict(files)
+        step = epoch_reader(split, batch, seed=1)
+        start = time.perf_counter()
+        done = sum(step() for _ in range(-(-split.count // batch)))
+        return done / (time.perf_counter() - start)
+    warm(files)
+    return timed(epoch_reader(split, batch, seed=0), seconds)
+
+
+def memcpy_rate(sample_bytes: int, batch: int, seconds: float) -> float:
+    """Bytes/s of np.copyto moving batch-sized chunks out of a RAM array: the bandwidth limit."""
+    chunk = sample_bytes * batch
+    source = np.ones(max(chunk * 8, 256 << 20), np.uint8)
+    target = np.empty(chunk, np.uint8)
+    chunks = len(source) // chunk
+
+    def step() -> int:
+        for k in range(chunks):
+            np.copyto(target, source[k * chunk : (k + 1) * chunk])
+        return chunks * chunk
+
+    return timed(step, seconds)
+
+
+def naive_rate(split: Split, seconds: float) -> float | None:
+    """Samples/s of decoding the original files per step (cv2 + resize + float), if they exist."""
+    sources = [(split.source(i), split.mask_source(i)) for i in range(min(split.count, 64))]
+    if not all(Path(image).is_file() for image, _ in sources):
+        return None
+    height, width = split.dataset.image_shape[:2]
+    classes = max(1, len(split.dataset.classes))
+
+    def step() -> int:
+        for image_path, mask_path in sources:
+            image = cv2.resize(cv2.imread(image_path), (width, height)).astype(np.float32) / 255
+            if mask_path is not None:
+                mask = cv2.imread(mask_path, cv2.IMREAD_UNCHANGED)
+                mask = cv2.resize(mask, (width, height), interpolation=cv2.INTER_NEAREST)
+                np.stack([mask == c for c in range(classes)], -1).astype(np.float32)
+            assert image.shape[:2] == (height, width)
+        return len(sources)
+
+    return timed(step, seconds)
+
+
+@dataclass
+class BenchResult:
+    """The rates of one `packer bench` run and, with a step time, the feeding verdict."""
+
+    dataset: str
+    split: str
+    samples: int
+    sample_bytes: int
+    batch_size: int
+    rates: list[Rate]
+    step_ms: float | None = None
+    needed_images_per_s: float | None = None
+    headroom: float | None = None
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def run(
+    path: str | os.PathLike,
+    split: str = "train",
+    batch_size: int = 32,
+    seconds: float = 3.0,
+    step_ms: float | None = None,
+) -> BenchResult:
+    """Measure a pack's reader warm and cold, beside memcpy and the naive decode loop."""
+    dataset = PackedDataset(path)
+    part = dataset[split]
+    size = sum(f.nbytes for f in dataset.fields)
+    warm_rate = read_rate(part, batch_size, seconds, cold=False)
+    cold_rate = read_rate(part, batch_size, seconds, cold=True)
+    copy = memcpy_rate(size, batch_size, seconds)
+    rates = [
+        Rate("packed reader, warm cache", warm_rate, warm_rate * size),
+        Rate("packed reader, cold cache", cold_rate, cold_rate * size, "one epoch after eviction"),
+        Rate("memcpy limit (np.copyto)", copy / size, copy),
+    ]
+    naive = naive_rate(part, seconds)
+    if naive is not None:
+        rates.append(Rate("naive decode of the sources", naive, naive * size, "cv2 + float"))
+    result = BenchResult(str(dataset.root), split, part.count, size, batch_size, rates)
+    if step_ms:
+        result.step_ms = step_ms
+        result.needed_images_per_s = batch_size * 1000.0 / step_ms
+        result.headroom = warm_rate / result.needed_images_per_s
+    return result
+
+
+def render(result: BenchResult) -> str:
+    """The human table and verdict."""
+    lines = [
+        f"{result.dataset} [{result.split}]: {result.samples} samples of "
+        f"{result.sample_bytes / 1e6:.2f} MB, batches of {result.batch_size}",
+        "",
+        f"{'':34} {'img/s':>10} {'GB/s':>8}  ratio",
+    ]
+    base = result.rates[0].images_per_s
+    for r in result.rates:
+        lines.append(
+            f"{r.name:34} {r.images_per_s:>10,.0f} {r.bytes_per_s / GB:>8.2f}  "
+            f"{r.images_per_s / base:5.2f}{'  (' + r.note + ')' if r.note else ''}"
+        )
+    if result.headroom is not None:
+        verdict = "keeps" if result.headroom >= 1 else "does NOT keep"
+        lines += [
+            "",
+            f"at {result.step_ms:g} ms per step the model needs "
+            f"{result.needed_images_per_s:,.0f} img/s: the reader {verdict} the GPU fed "
+            f"({result.headroom:.1f}x headroom, warm cache)",
+        ]
+    return "\n".join(lines)
