@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from . import formats, manifest
+from .buffers import BufferPool
 from .records import Field
 
 
@@ -39,6 +40,12 @@ class PackedDataset:
     @property
     def image_shape(self) -> tuple[int, int, int]:
         return self.field("images").shape  # type: ignore[return-value]
+
+    @cached_property
+    def format_options(self) -> dict:
+        """The format's own options as packed (defaults for options the manifest predates)."""
+        fmt = formats.get(self.format)
+        return {k: self.manifest["options"].get(k, v) for k, v in fmt.OPTIONS.items()}
 
     def field(self, name: str) -> Field:
         return next(f for f in self.fields if f.name == name)
@@ -110,19 +117,24 @@ class BatchReader:
         self.fields = split.dataset.fields
         dataset = split.dataset
         fmt = formats.get(dataset.format)
-        options = {k: dataset.manifest["options"].get(k, v) for k, v in fmt.OPTIONS.items()}
         self.shards = [
-            fmt.open_shard(dataset.root, split.name, s, self.fields, options) for s in split.shards
+            fmt.open_shard(dataset.root, split.name, s, self.fields, dataset.format_options)
+            for s in split.shards
         ]
+        self.buffers = BufferPool(self.fields)
 
     def read(self, indices: np.ndarray) -> dict[str, np.ndarray]:
-        """Arrays for `indices`, returned in ascending index order (sorted reads are sequential)."""
+        """Arrays for `indices`, returned in ascending index order (sorted reads are sequential).
+
+        The arrays come from a pool: once every reference to a batch is dropped, a later read
+        may fill the same memory again.
+        """
         order = np.sort(np.asarray(indices, dtype=np.int64))
         if len(order) and (order[0] < 0 or order[-1] >= self.split.count):
             raise IndexError(
                 f"indices out of range 0..{self.split.count - 1} of {self.split.name!r}"
             )
-        out = {f.name: np.empty((len(order), *f.shape), np.dtype(f.dtype)) for f in self.fields}
+        out = self.buffers.take(len(order))
         for shard, start, stop in self._runs(order):
             local = order[start:stop] - self.split.offsets[shard]
             self.shards[shard].read_into(local, {k: v[start:stop] for k, v in out.items()})
