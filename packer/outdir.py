@@ -109,7 +109,7 @@ def remove_pack(out: Path) -> None:
 def finished_receipts(out: Path, fingerprint: str) -> dict[str, dict]:
     """Shards an interrupted run finished: receipt present, same plan, files of the right size."""
     receipts: dict[str, dict] = {}
-    for path in sorted((out / PARTIAL_DIR / "shards").glob("*.json")):
+    for path in sorted((out / PARTIAL_DIR / "shards").glob("[!.]*.json")):
         try:
             receipt = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -27,6 +28,17 @@ def cls_src(tmp_path_factory) -> Path:
     return make_classification(
         tmp_path_factory.mktemp("cls"), {"cats": 9, "dogs": 7, "owls": 6}, (48, 36)
     )
+
+
+def manifest_hashes(root: Path) -> dict[str, str]:
+    """Path -> sha256 of every file a pack's manifest lists."""
+    data = json.loads((root / "dataset.json").read_text())
+    return {
+        f["path"]: f["sha256"]
+        for split in data["splits"].values()
+        for shard in split["shards"]
+        for f in shard["files"]
+    }
 
 
 def shared_dataset(name: str) -> Path:

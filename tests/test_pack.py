@@ -3,12 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +14,7 @@ import packer
 from packer.api import PackError
 from packer.convert import UnknownLabelError
 from packer.sample import SHAPE_CLASSES, make_segmentation
+from tests.conftest import manifest_hashes
 
 COLOR_TO_CLASS = {color: i for i, (_, color) in enumerate(SHAPE_CLASSES)}
 
@@ -30,16 +26,6 @@ def reference_mask(path: str) -> np.ndarray:
     for color, cls in COLOR_TO_CLASS.items():
         ids[(rgb == color).all(axis=-1)] = cls
     return ids
-
-
-def file_hashes(root: Path) -> dict[str, str]:
-    data = json.loads((root / "dataset.json").read_text())
-    return {
-        f["path"]: f["sha256"]
-        for s in data["splits"].values()
-        for sh in s["shards"]
-        for f in sh["files"]
-    }
 
 
 def test_segmentation_pixels_masks_and_provenance(seg_src, tmp_path):
@@ -123,7 +109,7 @@ def test_shards_identical_whatever_the_worker_count(seg_src, tmp_path):
     options = dict(size=(32, 24), shard_size=6 * (32 * 24 * 4))  # 6 samples per shard
     packer.pack(seg_src, out=tmp_path / "w1", workers=1, **options)
     packer.pack(seg_src, out=tmp_path / "w2", workers=2, **options)
-    one, two = file_hashes(tmp_path / "w1"), file_hashes(tmp_path / "w2")
+    one, two = manifest_hashes(tmp_path / "w1"), manifest_hashes(tmp_path / "w2")
     assert len(one) == 3 * 3 + 1 * 3  # train: 3 shards, val: 1 shard; 3 files each
     assert one == two
 
@@ -155,55 +141,6 @@ def test_refuses_a_folder_that_is_not_a_pack(seg_src, tmp_path):
     with pytest.raises(PackError, match="not a packer dataset"):
         packer.pack(seg_src, out=tmp_path, size=(16, 16))
     assert (tmp_path / "notes.txt").read_text() == "mine"
-
-
-def _pack_cmd(src: Path, out: Path, *extra: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "packer",
-        "pack",
-        str(src),
-        "--out",
-        str(out),
-        "--size",
-        "96x72",
-        "--shard-size",
-        str(96 * 72 * 4),
-        "--no-progress",
-        *extra,
-    ]
-
-
-def test_killed_pack_resumes_without_redoing_finished_shards(tmp_path):
-    src = make_segmentation(tmp_path / "src", {"train": 60}, (320, 240))
-    out = tmp_path / "out"
-    proc = subprocess.Popen(
-        _pack_cmd(src, out, "--workers", "1"), stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL
-    )
-    receipts = out / ".partial" / "shards"
-    deadline = time.monotonic() + 60
-    while len(list(receipts.glob("*.json"))) < 3 and time.monotonic() < deadline:
-        time.sleep(0.005)
-    os.killpg(os.getpgid(proc.pid), 0)  # still our process group member
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert not (out / "dataset.json").exists(), "pack finished before it could be interrupted"
-    finished = {p.stem for p in receipts.glob("*.json")}
-    before = {
-        p: p.stat().st_mtime_ns
-        for p in (out / "train").glob("*.npy")
-        if p.name.split(".")[0] in finished
-    }
-    assert before
-    subprocess.run(_pack_cmd(src, out, "--workers", "2"), check=True, capture_output=True)
-    for path, stamp in before.items():
-        assert path.stat().st_mtime_ns == stamp, f"{path.name} was rewritten"
-    reference = tmp_path / "reference"
-    subprocess.run(_pack_cmd(src, reference), check=True, capture_output=True)
-    assert file_hashes(out) == file_hashes(reference)
-    assert json.loads((out / "dataset.json").read_text())["run"]["resumed_shards"] >= 3
-    assert not list(out.rglob(".tmp-*"))
 
 
 def _recolor_one_mask(src: Path, color: tuple[int, int, int]) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import resource
 import signal
@@ -20,6 +19,7 @@ import packer
 from packer.errors import PackError
 from packer.formats import FORMATS
 from packer.sample import make_segmentation
+from tests.conftest import manifest_hashes
 from tests.corpus import BLUE, GREEN, RED, exif_rotated_jpeg, write_classification_corpus
 
 
@@ -43,16 +43,6 @@ def tree_digest(root: Path) -> dict[str, str]:
         str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
         for p in sorted(root.rglob("*"))
         if p.is_file() and not p.is_symlink()
-    }
-
-
-def manifest_hashes(out: Path) -> dict[str, str]:
-    data = json.loads((out / "dataset.json").read_text())
-    return {
-        f["path"]: f["sha256"]
-        for s in data["splits"].values()
-        for sh in s["shards"]
-        for f in sh["files"]
     }
 
 
@@ -80,7 +70,7 @@ def alive(pid: int) -> bool:
 def wait_for_receipts(out: Path, count: int, proc: subprocess.Popen) -> None:
     receipts = out / ".partial" / "shards"
     deadline = time.monotonic() + 60
-    while len(list(receipts.glob("*.json"))) < count:
+    while len(list(receipts.glob("[!.]*.json"))) < count:
         assert proc.poll() is None, "pack ended before it could be interrupted"
         assert time.monotonic() < deadline, "pack made no progress"
         time.sleep(0.002)
@@ -197,9 +187,15 @@ def test_sigkill_at_any_point_then_rerun_gives_identical_output(many_shards, tmp
     proc.kill()
     proc.wait()
     assert not (out / "dataset.json").exists()
+    finished = {p.stem for p in (out / ".partial" / "shards").glob("[!.]*.json")}
+    stamps = {
+        p: p.stat().st_mtime_ns for p in out.glob("train/*") if p.name.split(".")[0] in finished
+    }
     subprocess.run(pack_cmd(src, out, *args), check=True, capture_output=True, timeout=120)
     assert manifest_hashes(out) == manifest_hashes(reference)
     assert not list(out.rglob(".tmp-*")) and not (out / ".partial").exists()
+    assert all(p.stat().st_mtime_ns == t for p, t in stamps.items()), "finished shards rewritten"
+    assert len(stamps) >= 3 * after  # three files per finished shard
 
 
 def test_ctrl_c_stops_workers_cleans_up_and_says_how_to_resume(many_shards, tmp_path):
