@@ -15,9 +15,18 @@ import numpy as np
 
 from .records import Field
 
-# References to a pooled array while the pool inspects it: the pool's own dict, the loop
-# variable and getrefcount's argument.
-_HELD_BY_POOL = 3
+# References while `_released` inspects a pooled array: the pool's dict, the generator's loop
+# variable, the parameter and getrefcount's argument; its owner (when the array is a view):
+# the array's `base`, the local name and getrefcount's argument.
+_ARRAY_REFS, _OWNER_REFS = 4, 3
+
+
+def _released(array: np.ndarray) -> bool:
+    """True when no caller holds the array, nor any view of it (views reference the owner)."""
+    owner = array.base
+    if owner is None:
+        return sys.getrefcount(array) <= _ARRAY_REFS
+    return sys.getrefcount(array) <= _ARRAY_REFS and sys.getrefcount(owner) <= _OWNER_REFS
 
 
 class BufferPool:
@@ -34,9 +43,19 @@ class BufferPool:
         with self._lock:
             sets = self._sets.setdefault(count, [])
             for arrays in sets:
-                if all(sys.getrefcount(a) <= _HELD_BY_POOL for a in arrays.values()):
+                if all(_released(a) for a in arrays.values()):
                     return dict(arrays)  # the caller's references mark the set as taken
-            arrays = {f.name: np.empty((count, *f.shape), np.dtype(f.dtype)) for f in self.fields}
+            arrays = {f.name: aligned_empty((count, *f.shape), f.dtype) for f in self.fields}
             if len(sets) < self.limit:
                 sets.append(arrays)
             return dict(arrays)
+
+
+def aligned_empty(shape: tuple[int, ...], dtype: str, align: int = 64) -> np.ndarray:
+    """An uninitialised array starting on an `align`-byte boundary, which TensorFlow adopts
+    without a copy (`tf.numpy_function` outputs, `tf.convert_to_tensor`); NumPy's own are not."""
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    raw = np.empty(nbytes + align, np.uint8)
+    start = -raw.ctypes.data % align
+    return raw[start : start + nbytes].view(dtype).reshape(shape)
