@@ -205,21 +205,23 @@ def finalize_shard(task: FinalizeTask) -> dict:
     config = _require_config()
     out = Path(config.out)
     (out / task.split).mkdir(parents=True, exist_ok=True)
-    count = sum(len(c.kept) for c in task.chunks)
+    kept = [s for c in task.chunks for s in c.kept]
     files = formats.get(config.format).finalize(
         out,
         task.shard,
         task.split,
         [c.chunk for c in task.chunks],
-        count,
+        len(kept),
         config.fields,
         config.part_dir,
         config.format_options,
+        sources=kept,
     )
-    sources = json.dumps([s for c in task.chunks for s in c.kept], ensure_ascii=False).encode()
     sources_path = out / task.split / f"{task.shard}.sources.json"
-    files.append(write_atomic(sources_path, out, b"", [sources]))
-    receipt = _receipt(task, count, files)
+    files.append(
+        write_atomic(sources_path, out, b"", [json.dumps(kept, ensure_ascii=False).encode()])
+    )
+    receipt = _receipt(task, len(kept), files)
     config.receipt_dir.mkdir(parents=True, exist_ok=True)
     write_atomic(
         config.receipt_dir / f"{task.shard}.json", out, b"", [json.dumps(receipt).encode()]

@@ -6,9 +6,10 @@ A format module provides:
   the manifest; `check_options(options)` raises ValueError for a value it cannot honour.
 - `ChunkWriter(part_dir, shard, chunk, fields, options)`: `write(record)` appends one sample
   (a dict field name -> array) to the chunk's part file(s); `close()`. Runs in a worker.
-- `finalize(out, shard, split, chunks, count, fields, part_dir, options) -> list[FileInfo]`:
-  joins the parts of `chunks` (chunk numbers, in order) into the shard's final files,
-  atomically (`shardio.write_atomic`), and removes the parts. Runs in a worker.
+- `finalize(out, shard, split, chunks, count, fields, part_dir, options, sources=...)
+  -> list[FileInfo]`: joins the parts of `chunks` (chunk numbers, in order) into the shard's
+  final files, atomically (`shardio.write_atomic`), and removes the parts; `sources` holds
+  the `[image, mask]` source paths of the shard's records, in order. Runs in a worker.
 - `open_shard(root, split, shard, fields, options) -> ShardReader`: random access for the
   NumPy readers; `ShardReader.read_into(local, out)` copies records `local` (sorted indices
   into the shard) of every field into the arrays of `out`; `close()`.

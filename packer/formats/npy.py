@@ -88,6 +88,7 @@ def finalize(
     fields: Sequence[Field],
     part_dir: Path,
     options: dict,
+    sources: Sequence[Sequence[str | None]] = (),
 ) -> list[FileInfo]:
     """Each field's file: the 128-byte header, then the chunks' parts in order."""
     files = []
