@@ -1,0 +1,617 @@
+"""The recordio format, both ways: MXNet/dmlc-core RecordIO shards (`.rec`, `.idx`, `.lst`).
+
+Chunk framing is dmlc-core's `RecordIOWriter::WriteRecord` / `RecordIOReader::NextRecord`;
+every record opens with MXNet's IRHeader (`mxnet.recordio.pack`). The payload after it is
+packer's raw layout (decoded pixels) or an encoded image that MXNet's ImageRecordIter and
+DALI's readers.mxnet decode (see formats/recordio.md). Workers frame records into part files
+with a placeholder id; finalising a shard writes each record's index into its IRHeader and
+joins the parts into the `.rec`, then writes the `.idx` and `.lst`.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections import namedtuple
+from collections.abc import Iterator, Sequence
+from functools import cached_property
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from ..records import Field
+from ..shardio import FileInfo, write_atomic
+from . import part_path
+
+MAGIC = 0xCED7230A
+MAGIC_BYTES = MAGIC.to_bytes(4, "little")
+LENGTH_BITS = 29
+LENGTH_MASK = (1 << LENGTH_BITS) - 1
+MAX_RECORD_BYTES = LENGTH_MASK  # records must be smaller than 2^29 bytes
+CHUNK = struct.Struct("<II")  # magic, lrecord = cflag << 29 | length
+IR_HEADER = struct.Struct("<IfQQ")  # flag, label, id, id2 (mxnet.recordio._IR_FORMAT)
+ID_OFFSET = CHUNK.size + 8  # where a record's IRHeader id sits, from the record's first byte
+RAW_MAGIC = b"PKRW"
+RAW_HEADER = struct.Struct("<4sIIHH")  # magic, height, width, channels, mask bytes per pixel
+MASK_MAGIC = b"PKMK"
+MASK_TRAILER = struct.Struct("<I4s")  # length of the mask PNG, magic
+ENCODINGS = ("raw", "jpeg", "png")
+IOV_MAX = 1024  # buffers per preadv call (Linux, macOS)
+# zlib level 1 (OpenCV's default): 4x faster to write than level 6, for 10% more bytes
+PNG_PARAMS = [cv2.IMWRITE_PNG_COMPRESSION, 1]
+OPTIONS: dict = {"encoding": "raw", "quality": 95}
+
+IRHeader = namedtuple("IRHeader", ["flag", "label", "id", "id2"])
+IRHeader.__doc__ = "MXNet's record header; `label` is a float32 array when flag > 0."
+
+
+class RecordIOError(ValueError):
+    """Corrupt or foreign RecordIO data; the message names the file, the record and the byte."""
+
+
+def check_options(options: dict) -> None:
+    """`encoding` raw|jpeg|png; `quality` 1..100 (JPEG only)."""
+    if options["encoding"] not in ENCODINGS:
+        raise ValueError(
+            f"encoding must be one of {', '.join(ENCODINGS)}, not {options['encoding']!r}"
+        )
+    quality = options["quality"]
+    if isinstance(quality, bool) or not isinstance(quality, int) or not 1 <= quality <= 100:
+        raise ValueError(f"quality must be an integer 1..100, not {quality!r}")
+
+
+def check_record_size(nbytes: int) -> None:
+    """Refuse a record RecordIO cannot frame (dmlc-core: `size < 2^29`)."""
+    if nbytes > MAX_RECORD_BYTES:
+        raise ValueError(
+            f"a record of {nbytes:,} bytes is too large for RecordIO (records must be smaller "
+            f"than 2^29 = {MAX_RECORD_BYTES + 1:,} bytes); choose a smaller --size or "
+            "--encoding jpeg/png"
+        )
+
+
+def _padded(length: int) -> int:
+    return (length + 3) & ~3
+
+
+def frame(data: bytes) -> bytes:
+    """One record as dmlc-core writes it: chunks split where the magic word is 4-byte aligned.
+
+    The magic word is dropped at each split (the reader puts it back); the first chunk has
+    cflag 1, middle ones 2, the last 3; an unsplit record is one chunk with cflag 0. Zero
+    padding brings the record to a multiple of 4 bytes.
+    """
+    check_record_size(len(data))
+    words = np.frombuffer(data, "<u4", count=len(data) // 4)
+    pieces, start = [], 0
+    for hit in (np.flatnonzero(words == MAGIC) * 4).tolist():
+        pieces += [CHUNK.pack(MAGIC, (1 if start == 0 else 2) << LENGTH_BITS | hit - start)]
+        pieces.append(data[start:hit])
+        start = hit + 4
+    flag = 3 if start else 0
+    pieces += [CHUNK.pack(MAGIC, flag << LENGTH_BITS | len(data) - start), data[start:]]
+    pieces.append(bytes(_padded(len(data)) - len(data)))
+    return b"".join(pieces)
+
+
+def join_chunks(buf: bytes, path: Path, record: int, base: int = 0) -> bytes:
+    """The data of the record that starts `buf`, continuation chunks joined, magic words restored.
+
+    As dmlc-core's `RecordIOReader::NextRecord`. `base` is the file offset of `buf`, so that
+    errors name the file, the record and the byte.
+    """
+    view, pos, parts = memoryview(buf), 0, []
+
+    def error(problem: str) -> RecordIOError:
+        return RecordIOError(f"{path}: record {record}: chunk at byte {base + pos}: {problem}")
+
+    while True:
+        if pos + CHUNK.size > len(view):
+            raise error("truncated, the file ends inside its header")
+        magic, lrecord = CHUNK.unpack_from(view, pos)
+        if magic != MAGIC:
+            raise error(
+                f"bad magic 0x{magic:08x} (expected 0x{MAGIC:08x}); corrupt or not RecordIO"
+            )
+        cflag, length = lrecord >> LENGTH_BITS, lrecord & LENGTH_MASK
+        if cflag not in ((2, 3) if parts else (0, 1)):
+            raise error(f"continuation flag {cflag} after {len(parts)} chunk(s)")
+        stop = pos + CHUNK.size + length
+        if stop > len(view):
+            raise error(f"truncated, {length} bytes of data, {len(view) - pos - CHUNK.size} left")
+        parts.append(view[pos + CHUNK.size : stop])
+        pos += CHUNK.size + _padded(length)
+        if cflag in (0, 3):
+            return MAGIC_BYTES.join(parts)
+
+
+def pack_record(header: IRHeader, payload: bytes) -> bytes:
+    """IRHeader + payload, as `mxnet.recordio.pack`: an array label becomes flag float32s."""
+    header = IRHeader(*header)
+    if np.ndim(header.label) == 0:
+        return IR_HEADER.pack(0, header.label, header.id, header.id2) + payload
+    labels = np.asarray(header.label, "<f4")
+    return IR_HEADER.pack(labels.size, 0.0, header.id, header.id2) + labels.tobytes() + payload
+
+
+def unpack_record(data: bytes) -> tuple[IRHeader, bytes]:
+    """(IRHeader, payload), as `mxnet.recordio.unpack`."""
+    if len(data) < IR_HEADER.size:
+        raise RecordIOError(f"a record of {len(data)} bytes is too short for an IRHeader")
+    header = IRHeader(*IR_HEADER.unpack_from(data))
+    payload = data[IR_HEADER.size :]
+    if header.flag > 0:
+        header = header._replace(label=np.frombuffer(payload, "<f4", header.flag).copy())
+        payload = payload[4 * header.flag :]
+    return header, payload
+
+
+def raw_descriptor(image_shape: Sequence[int], mask_dtype: np.dtype | None) -> bytes:
+    """The 16 bytes that open a raw payload: magic, height, width, channels, mask bytes/pixel."""
+    height, width, channels = image_shape
+    mask_bytes = 0 if mask_dtype is None else np.dtype(mask_dtype).itemsize
+    return RAW_HEADER.pack(RAW_MAGIC, height, width, channels, mask_bytes)
+
+
+def encode_payload(
+    image: np.ndarray, mask: np.ndarray | None, encoding: str, quality: int
+) -> bytes:
+    """A payload: raw pixels (+ mask), or the JPEG/PNG image (+ PNG mask and its trailer)."""
+    if encoding == "raw":
+        arrays = [image] if mask is None else [image, mask]
+        descriptor = raw_descriptor(image.shape, None if mask is None else mask.dtype)
+        return b"".join([descriptor, *(a.tobytes() for a in arrays)])
+    bgr = cv2.cvtColor(image, cv2.COLOR_RGB2BGR)  # OpenCV writes BGR arrays as RGB files
+    if encoding == "jpeg":
+        encoded = _imencode(".jpg", bgr, [cv2.IMWRITE_JPEG_QUALITY, quality])
+    else:
+        encoded = _imencode(".png", bgr, PNG_PARAMS)
+    if mask is None:
+        return encoded
+    png = _imencode(".png", mask, PNG_PARAMS)
+    return encoded + png + MASK_TRAILER.pack(len(png), MASK_MAGIC)
+
+
+def _imencode(ext: str, array: np.ndarray, params: list[int]) -> bytes:
+    ok, buffer = cv2.imencode(ext, array, params)
+    if not ok:
+        raise ValueError(f"OpenCV could not encode a {array.shape} {array.dtype} array as {ext}")
+    return buffer.tobytes()
+
+
+def decode_payload(payload: bytes) -> tuple[np.ndarray, np.ndarray | None]:
+    """(image [H,W,3] uint8 RGB, mask [H,W] or None) from a payload in any of our layouts.
+
+    Raw payloads give read-only views into `payload`; an encoded image without our mask
+    trailer (as im2rec writes) decodes to the image alone.
+    """
+    view = memoryview(payload)
+    if bytes(view[:4]) == RAW_MAGIC:
+        return _decode_raw(view)
+    mask = None
+    if len(view) >= MASK_TRAILER.size and bytes(view[-4:]) == MASK_MAGIC:
+        length, _ = MASK_TRAILER.unpack_from(view, len(view) - MASK_TRAILER.size)
+        end = len(view) - MASK_TRAILER.size
+        if length > end:
+            raise RecordIOError(f"mask trailer promises {length} bytes, the payload has {end}")
+        mask = _imdecode(view[end - length : end], cv2.IMREAD_UNCHANGED, "mask PNG")
+        if mask.ndim != 2:
+            raise RecordIOError(f"mask PNG decodes to shape {mask.shape}, expected 2 dimensions")
+        view = view[: end - length]
+    return _imdecode(view, cv2.IMREAD_COLOR_RGB, "image"), mask
+
+
+def _decode_raw(view: memoryview) -> tuple[np.ndarray, np.ndarray | None]:
+    if len(view) < RAW_HEADER.size:
+        raise RecordIOError(f"raw payload of {len(view)} bytes is shorter than its header")
+    _, height, width, channels, mask_bytes = RAW_HEADER.unpack_from(view)
+    image_size = height * width * channels
+    expected = RAW_HEADER.size + image_size + height * width * mask_bytes
+    if len(view) != expected or mask_bytes not in (0, 1, 2):
+        raise RecordIOError(
+            f"raw payload of {len(view)} bytes does not match its header "
+            f"({height}x{width}x{channels}, {mask_bytes} mask bytes/pixel: {expected} bytes)"
+        )
+    data = np.frombuffer(view, np.uint8, offset=RAW_HEADER.size)
+    image = data[:image_size].reshape(height, width, channels)
+    if not mask_bytes:
+        return image, None
+    return image, data[image_size:].view(f"<u{mask_bytes}").reshape(height, width)
+
+
+def _imdecode(data: memoryview, flags: int, what: str) -> np.ndarray:
+    array = cv2.imdecode(np.frombuffer(data, np.uint8), flags)
+    if array is None:
+        raise RecordIOError(f"{what} of {len(data)} bytes cannot be decoded")
+    return array
+
+
+# ---------------------------------------------------------------- index and list files
+
+
+def index_text(offsets: Sequence[int]) -> bytes:
+    """`.idx`: `key<TAB>offset` per record (MXIndexedRecordIO, DALI); keys are 0, 1, 2, ..."""
+    return "".join(f"{key}\t{offset}\n" for key, offset in enumerate(offsets)).encode()
+
+
+def list_text(labels: Sequence[int], images: Sequence[str]) -> bytes:
+    """`.lst` as im2rec writes it: `index<TAB>label<TAB>path`, label as `%f`."""
+    lines = []
+    for key, (label, image) in enumerate(zip(labels, images, strict=True)):
+        if "\t" in image or "\n" in image:
+            raise ValueError(f"{image!r}: a path with a tab or newline cannot go into a .lst")
+        lines.append(f"{key}\t{label:f}\t{image}\n")
+    return "".join(lines).encode()
+
+
+def read_index(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """(keys, offsets) of an `.idx` file; keys must be integers (as DALI requires)."""
+    keys, offsets = [], []
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                key, offset = line.split()
+                keys.append(int(key))
+                offsets.append(int(offset))
+            except ValueError:
+                raise RecordIOError(
+                    f"{path} line {number}: expected integer key<TAB>byte offset, got {line!r}"
+                ) from None
+    return np.asarray(keys, np.int64), np.asarray(offsets, np.int64)
+
+
+def dali_index(recs: Sequence[str | os.PathLike], path: str | os.PathLike) -> Path:
+    """Write one `.idx` for several `.rec` files (each with its `.idx` beside it), for DALI.
+
+    DALI's readers.mxnet takes many `.rec` paths but a single index, whose offsets count from
+    the start of the first file as if the files were concatenated in the order given.
+    """
+    offsets, base = [], 0
+    for rec in map(Path, recs):
+        offsets.append(read_index(rec.with_suffix(".idx"))[1] + base)
+        base += rec.stat().st_size
+    Path(path).write_bytes(index_text(np.concatenate(offsets).tolist() if offsets else []))
+    return Path(path)
+
+
+# ---------------------------------------------------------------- reading
+
+
+class RecordIOReader:
+    """A `.rec` file: records in file order (`iter`), by position (`reader[i]`) or by key.
+
+    Without `path_idx` the `.idx` beside the `.rec` is used, or the chunk headers are scanned
+    once. Records come back as (IRHeader, payload bytes); `decode_payload` makes ours arrays.
+    """
+
+    def __init__(
+        self, path_rec: str | os.PathLike, path_idx: str | os.PathLike | None = None
+    ) -> None:
+        self.path = Path(path_rec)
+        idx = Path(path_idx) if path_idx is not None else self.path.with_suffix(".idx")
+        self._fd = os.open(self.path, os.O_RDONLY)
+        try:
+            self.file_bytes = os.fstat(self._fd).st_size
+            if path_idx is not None or idx.exists():
+                self.keys, self.offsets = read_index(idx)
+            else:
+                self.offsets = self._scan()
+                self.keys = np.arange(len(self.offsets))
+        except BaseException:
+            os.close(self._fd)
+            raise
+        self.ends = _extent_ends(self.offsets, self.file_bytes)
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def __iter__(self) -> Iterator[tuple[IRHeader, bytes]]:
+        """Every record in the order of the file."""
+        for position in np.argsort(self.offsets, kind="stable").tolist():
+            yield self[position]
+
+    def __getitem__(self, position: int) -> tuple[IRHeader, bytes]:
+        return unpack_record(self.read(position))
+
+    def read_idx(self, key: int) -> tuple[IRHeader, bytes]:
+        """The record the `.idx` lists under `key` (as `MXIndexedRecordIO.read_idx`)."""
+        if key not in self._positions:
+            raise KeyError(f"{self.path}: no record with key {key!r} in the index")
+        return self[self._positions[key]]
+
+    def read(self, position: int) -> bytes:
+        """The data (IRHeader included) of the record at `position` in the index, chunks joined."""
+        if not 0 <= position < len(self):
+            raise IndexError(f"{self.path}: record {position} out of range ({len(self)} records)")
+        if self._fd < 0:
+            raise ValueError(f"{self.path}: the reader is closed")
+        offset, end = int(self.offsets[position]), int(self.ends[position])
+        data = os.pread(self._fd, max(0, end - offset), offset)
+        return join_chunks(data, self.path, position, offset)
+
+    def fileno(self) -> int:
+        """The open `.rec` file descriptor (positional reads only, so threads may share it)."""
+        return self._fd
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> RecordIOReader:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @cached_property
+    def _positions(self) -> dict[int, int]:
+        return {key: position for position, key in enumerate(self.keys.tolist())}
+
+    def _scan(self) -> np.ndarray:
+        """Where each record starts, from the chunk headers alone (cflag 0 or 1 opens one)."""
+        offsets: list[int] = []
+        pos = 0
+        while pos < self.file_bytes:
+            head = os.pread(self._fd, CHUNK.size, pos)
+            magic, lrecord = CHUNK.unpack(head) if len(head) == CHUNK.size else (None, 0)
+            if magic != MAGIC:
+                raise RecordIOError(
+                    f"{self.path}: record {len(offsets)}: no chunk header at byte {pos} "
+                    f"(bad magic or truncated); the file is corrupt or not RecordIO"
+                )
+            if lrecord >> LENGTH_BITS in (0, 1):
+                offsets.append(pos)
+            pos += CHUNK.size + _padded(lrecord & LENGTH_MASK)
+        return np.asarray(offsets, np.int64)
+
+
+def _extent_ends(offsets: np.ndarray, file_bytes: int) -> np.ndarray:
+    """Where each record's bytes end: the next record's offset, or the end of the file."""
+    order = np.argsort(offsets, kind="stable")
+    ends = np.empty_like(offsets)
+    ends[order] = np.append(offsets[order][1:], file_bytes)
+    return ends
+
+
+# ---------------------------------------------------------------- the format plug-in
+
+
+def file_names(shard: str) -> tuple[str, str, str]:
+    """`<shard>.rec`, `<shard>.idx`, `<shard>.lst`."""
+    return f"{shard}.rec", f"{shard}.idx", f"{shard}.lst"
+
+
+class ChunkWriter:
+    """Frames each sample as one record (placeholder id) into the chunk's part file."""
+
+    def __init__(
+        self, part_dir: Path, shard: str, chunk: int, fields: Sequence[Field], options: dict
+    ) -> None:
+        self.fields = {f.name: f for f in fields}
+        self.encoding = options["encoding"]
+        self.quality = options["quality"]
+        if self.encoding == "raw":
+            check_record_size(raw_record_bytes(fields))
+        self._records = part_path(part_dir, shard, chunk, "records").open("wb")
+        self._index_path = part_path(part_dir, shard, chunk, "index")
+        self._index: list[tuple[int, int]] = []  # (framed bytes, label) per record
+
+    def write(self, record: dict[str, np.ndarray]) -> None:
+        arrays = {name: _checked(record[name], field) for name, field in self.fields.items()}
+        label = int(arrays["labels"]) if "labels" in arrays else 0
+        payload = encode_payload(arrays["images"], arrays.get("masks"), self.encoding, self.quality)
+        framed = frame(IR_HEADER.pack(0, label, 0, 0) + payload)
+        self._records.write(framed)
+        self._index.append((len(framed), label))
+
+    def close(self) -> None:
+        self._records.close()
+        np.asarray(self._index, "<i8").reshape(-1, 2).tofile(self._index_path)
+
+
+def _checked(value, field: Field) -> np.ndarray:
+    array = np.asarray(value, dtype=field.dtype, order="C")
+    if array.shape != field.shape:
+        raise ValueError(f"{field.name}: shape {array.shape}, expected {field.shape}")
+    return array
+
+
+def raw_record_bytes(fields: Sequence[Field]) -> int:
+    """Bytes of one raw record's data: IRHeader, raw descriptor, image and mask."""
+    pixels = sum(f.nbytes for f in fields if f.name != "labels")
+    return IR_HEADER.size + RAW_HEADER.size + pixels
+
+
+def finalize(
+    out: Path,
+    shard: str,
+    split: str,
+    chunks: Sequence[int],
+    count: int,
+    fields: Sequence[Field],
+    part_dir: Path,
+    options: dict,
+    sources: Sequence[Sequence[str | None]] | None = None,
+) -> list[FileInfo]:
+    """Number the records, join the parts into the `.rec`, and write the `.idx` and `.lst`."""
+    if sources is None or len(sources) != count:
+        raise ValueError(f"{shard}: the .lst needs the source of each of its {count} records")
+    parts = [part_path(part_dir, shard, c, "records") for c in chunks]
+    indexes = [part_path(part_dir, shard, c, "index") for c in chunks]
+    tables = [np.fromfile(p, "<i8").reshape(-1, 2) for p in indexes]
+    table = np.concatenate(tables)
+    if len(table) != count:
+        raise ValueError(f"{shard}: the parts hold {len(table)} records, expected {count}")
+    key = 0
+    for part, chunk_table in zip(parts, tables, strict=True):
+        _write_ids(part, np.cumsum(chunk_table[:, 0]) - chunk_table[:, 0], key)
+        key += len(chunk_table)
+    offsets = np.cumsum(table[:, 0]) - table[:, 0]
+    rec, idx, lst = (out / split / name for name in file_names(shard))
+    files = [
+        write_atomic(rec, out, b"", parts),
+        write_atomic(idx, out, b"", [index_text(offsets.tolist())]),
+        write_atomic(lst, out, b"", [list_text(table[:, 1].tolist(), [s[0] for s in sources])]),
+    ]
+    for path in (*parts, *indexes):
+        path.unlink()
+    return files
+
+
+def _write_ids(part: Path, offsets: np.ndarray, first: int) -> None:
+    """Write ids first, first + 1, ... into the IRHeaders of the records at `offsets` of `part`.
+
+    The placeholder id 0 and the real id (below the record count, far below the magic number)
+    hold no magic word, so the chunk framing done by the worker stays exactly dmlc-core's.
+    """
+    with open(part, "r+b") as f:
+        for key, offset in enumerate(offsets.tolist(), first):
+            os.pwrite(f.fileno(), key.to_bytes(8, "little"), offset + ID_OFFSET)
+
+
+def open_shard(
+    root: Path, split: str, shard: dict, fields: Sequence[Field], options: dict
+) -> RecordIOShardReader:
+    """Batch reads of one shard for the NumPy readers; files open on first use."""
+    rec, idx, _ = (root / split / name for name in file_names(shard["name"]))
+    return RecordIOShardReader(rec, idx, shard["count"], fields, options["encoding"])
+
+
+class RecordIOShardReader:
+    """Batch reads of one shard: raw records straight into the batch arrays, others decoded."""
+
+    def __init__(
+        self, rec: Path, idx: Path, count: int, fields: Sequence[Field], encoding: str
+    ) -> None:
+        self.rec, self.idx, self.count = rec, idx, count
+        self.raw = _RawLayout(fields) if encoding == "raw" else None
+        self._reader: RecordIOReader | None = None
+
+    @property
+    def reader(self) -> RecordIOReader:
+        """The shard's `.rec` and `.idx`, opened on first use and checked against the manifest."""
+        if self._reader is None:
+            reader = RecordIOReader(self.rec, self.idx)
+            if len(reader) != self.count or not np.array_equal(reader.keys, np.arange(self.count)):
+                reader.close()
+                raise RecordIOError(
+                    f"{self.idx}: lists {len(reader)} records (keys 0..n-1 expected), "
+                    f"the manifest says {self.count}"
+                )
+            self._reader = reader
+        return self._reader
+
+    def read_into(self, local: np.ndarray, out: dict[str, np.ndarray]) -> None:
+        """Copy records `local` (sorted indices into this shard) into the arrays of `out`."""
+        slow = range(len(local))
+        if self.raw is not None:
+            slow = self.raw.read_into(self.reader, local, out)
+        for j in slow:
+            self._decode_into(int(local[j]), out, j)
+
+    def _decode_into(self, position: int, out: dict[str, np.ndarray], row: int) -> None:
+        """One record through the general path: join chunks, unpack, decode, check, copy."""
+        header, payload = self.reader[position]
+        try:
+            image, mask = decode_payload(payload)
+        except RecordIOError as exc:
+            raise RecordIOError(f"{self.rec}: record {position}: {exc}") from None
+        values = {"images": image, "masks": mask, "labels": header.label}
+        for name, array in out.items():
+            value = values[name]
+            if value is None or np.shape(value) != array.shape[1:]:
+                raise RecordIOError(
+                    f"{self.rec}: record {position}: {name} of shape {np.shape(value)}, "
+                    f"the manifest says {array.shape[1:]}"
+                )
+            array[row] = value
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+
+class _RawLayout:
+    """Whole raw records of one shape, read with `preadv` straight into the batch arrays.
+
+    A run of consecutive whole records is one system call whose buffers are each record's
+    48 header bytes (chunk header, IRHeader, raw descriptor), its image and mask rows of the
+    batch arrays, and its padding. The headers are then checked together, vectorised.
+    """
+
+    HEAD = CHUNK.size + IR_HEADER.size + RAW_HEADER.size
+
+    def __init__(self, fields: Sequence[Field]) -> None:
+        image = next(f for f in fields if f.name == "images")
+        mask = next((f for f in fields if f.name == "masks"), None)
+        data_bytes = raw_record_bytes(fields)
+        self.framed = CHUNK.size + _padded(data_bytes)
+        self.pad = bytearray(self.framed - CHUNK.size - data_bytes)
+        head = CHUNK.pack(MAGIC, data_bytes) + IR_HEADER.pack(0, 0, 0, 0)
+        head += raw_descriptor(image.shape, None if mask is None else np.dtype(mask.dtype))
+        self.expected = np.frombuffer(head, "<u4")[_CHECKED_WORDS]
+        self.pixel_fields = ["images"] if mask is None else ["images", "masks"]
+
+    def read_into(self, reader: RecordIOReader, local: np.ndarray, out: dict) -> list[int]:
+        """Read the whole records among `local`; return the rows left for the general path."""
+        n = len(local)
+        heads = np.empty((n, self.HEAD), np.uint8)
+        rows = [_byte_rows(out[name], n) for name in self.pixel_fields]
+        whole = (reader.ends[local] - reader.offsets[local]) == self.framed
+        positions, offsets = local.tolist(), reader.offsets[local].tolist()
+        run: list[int] = []
+        buffers: list = []
+        for j in np.flatnonzero(whole).tolist():
+            if run and (positions[j] != positions[run[-1]] + 1 or len(buffers) + 4 > IOV_MAX):
+                self._preadv(reader, run, buffers, positions, offsets)
+                run, buffers = [], []
+            run.append(j)
+            buffers += [heads[j], *(r[j] for r in rows)]
+            if self.pad:
+                buffers.append(self.pad)
+        if run:
+            self._preadv(reader, run, buffers, positions, offsets)
+        self._check(reader, heads[whole], np.flatnonzero(whole), positions, offsets)
+        if "labels" in out:
+            out["labels"][whole] = heads[whole, 12:16].view("<f4")[:, 0]
+        return np.flatnonzero(~whole).tolist()  # split around a magic word, or damaged
+
+    def _preadv(self, reader, run: list[int], buffers: list, positions, offsets) -> None:
+        got = os.preadv(reader.fileno(), buffers, offsets[run[0]])
+        if got != len(run) * self.framed:
+            raise RecordIOError(
+                f"{reader.path}: records {positions[run[0]]}..{positions[run[-1]]}: read "
+                f"{got} of {len(run) * self.framed} bytes from byte {offsets[run[0]]} (truncated?)"
+            )
+
+    def _check(self, reader, heads: np.ndarray, rows: np.ndarray, positions, offsets) -> None:
+        """Every whole record must be one chunk of the raw layout the manifest describes."""
+        words = heads.view("<u4")
+        bad = np.flatnonzero((words[:, _CHECKED_WORDS] != self.expected).any(axis=1))
+        if len(bad):
+            j = int(rows[bad[0]])
+            magic, lrecord = words[bad[0], :2].tolist()
+            problem = (
+                f"bad magic 0x{magic:08x} (expected 0x{MAGIC:08x})"
+                if magic != MAGIC
+                else f"lrecord 0x{lrecord:08x} or its headers differ from the manifest's raw layout"
+            )
+            raise RecordIOError(
+                f"{reader.path}: record {positions[j]}: chunk at byte {offsets[j]}: {problem}"
+            )
+
+
+# The header words a whole raw record must hold: all but label (3), id (4, 5) and id2 (6, 7).
+_CHECKED_WORDS = np.array([0, 1, 2, 8, 9, 10, 11])
+
+
+def _byte_rows(array: np.ndarray, n: int) -> np.ndarray:
+    """`array` as n rows of bytes, a view (the batch arrays are C-contiguous)."""
+    if not array.flags.c_contiguous:
+        raise ValueError("read_into needs C-contiguous output arrays")
+    return array.reshape(n, -1).view(np.uint8)
