@@ -145,9 +145,10 @@ def info(dataset: PackedDataset) -> str:
         + " ".join(f"{m:.1f}/{s:.1f}" for m, s in zip(stats["mean"], stats["std"], strict=True))
     )
     opts = data["options"]
+    own = ", ".join(f"{k} {opts[k]}" for k in dataset.format_options)
     lines.append(
         f"options:  size {opts['size'][0]}x{opts['size'][1]}, resize {opts['resize']}, "
-        f"interpolation {opts['interpolation']}, seed {opts['seed']}"
+        f"interpolation {opts['interpolation']}, seed {opts['seed']}" + (f", {own}" if own else "")
     )
     lines.append("backends: " + ", ".join(f"{k} ({v})" for k, v in data["run"]["backends"].items()))
     lines += _rejections(data["rejected"])
