@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import ctypes.util
+import functools
 import hashlib
 import os
 from collections.abc import Iterable
@@ -64,6 +68,24 @@ def sha256_file(path: Path) -> tuple[int, str]:
         digest.update(block)
         size += len(block)
     return size, digest.hexdigest()
+
+
+def pwrite_all(fd: int, data: memoryview, offset: int) -> None:
+    """Write all of `data` at `offset` (os.pwrite may write less than asked)."""
+    while data:
+        written = os.pwrite(fd, data, offset)
+        data, offset = data[written:], offset + written
+
+
+def start_writeback(fd: int, offset: int, length: int) -> None:
+    """Linux: start writing a range to disk now, without waiting, so a later fsync is short."""
+    with contextlib.suppress(OSError, AttributeError):  # not Linux: the fsync does it all
+        _libc().sync_file_range(fd, ctypes.c_int64(offset), ctypes.c_int64(length), 2)
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 
 
 def fsync_dir(path: Path) -> None:

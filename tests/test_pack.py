@@ -231,3 +231,21 @@ def test_more_than_255_classes_store_uint16_masks(tmp_path):
     ds = packer.pack(src, out=tmp_path / "p", size=(32, 24))
     assert ds.field("masks").dtype == "<u2" and ds.manifest["ignore_index"] == 65535
     assert np.array_equal(ds["train"].reader.read(np.arange(1))["masks"][0], ids)
+
+
+def test_rejections_inside_multi_chunk_shards_leave_no_gaps(tmp_path):
+    src = make_segmentation(tmp_path / "src", {"train": 20}, (640, 480))  # 6 samples a chunk
+    bad = sorted((src / "train").iterdir())[::7]
+    for path in bad:
+        path.write_bytes(path.read_bytes()[:500])  # truncated PNGs, rejected by the workers
+    ds = packer.pack(src, out=tmp_path / "p", size=(640, 480), workers=2)
+    split = ds["train"]
+    assert split.count == 20 - len(bad) and len(split.shards) == 1
+    assert {r["path"] for r in ds.manifest["rejected"]} == {
+        p.relative_to(src).as_posix() for p in bad
+    }
+    batch = split.reader.read(np.arange(split.count))
+    for i in range(split.count):
+        image = np.asarray(Image.open(split.source(i)).convert("RGB"))
+        assert np.array_equal(batch["images"][i], image)
+        assert np.array_equal(batch["masks"][i], reference_mask(split.mask_source(i)))

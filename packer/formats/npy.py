@@ -1,20 +1,22 @@
 """The npy format, both ways: one `.npy` file per shard and field, loadable as a NumPy memmap.
 
 Every file has a fixed 128-byte NPY 1.0 header, so the data of sample i of a field starts at
-byte 128 + i * record_size (see formats/npy.md). Workers append raw records to part files;
-finalising a shard writes the header and the parts into the final file.
+byte 128 + i * record_size (see formats/npy.md). Workers write records in place into the
+shard's data files; finalising a shard writes the header, syncs, hashes and renames them.
 """
 
 from __future__ import annotations
 
 import ast
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from ..records import Field
-from ..shardio import FileInfo, write_atomic
+from ..plan import chunk_length
+from ..records import Field, record_bytes
+from ..shardio import COPY_BLOCK, FileInfo, pwrite_all, sha256_file, start_writeback
 from . import part_path
 
 HEADER_BYTES = 128
@@ -54,29 +56,46 @@ def read_header(path: Path) -> tuple[np.dtype, tuple[int, ...]]:
 
 
 class ChunkWriter:
-    """Appends the raw bytes of each record's fields to one part file per field."""
+    """Writes each record's fields straight into the shard's data files, at the chunk's slots.
+
+    Chunk k's records start at record k * chunk_length, so chunks of one shard never touch the
+    same bytes and nothing is copied again later; records after a rejected input move up within
+    the chunk, and `finalize` closes the gaps between chunks (rare: only after rejections).
+    """
 
     def __init__(
         self, part_dir: Path, shard: str, chunk: int, fields: Sequence[Field], options: dict
     ) -> None:
-        self.fields = fields
-        self._files = {f.name: _open_part(part_dir, shard, chunk, f.name) for f in fields}
+        first = chunk * chunk_length(record_bytes(tuple(fields)))
+        self.count = 0
+        self._kept = part_path(part_dir, shard, chunk, "kept")
+        self._targets = [
+            (
+                f,
+                os.open(data_path(part_dir, shard, f.name), os.O_WRONLY | os.O_CREAT, 0o644),
+                HEADER_BYTES + first * f.nbytes,
+            )
+            for f in fields
+        ]
 
     def write(self, record: dict[str, np.ndarray]) -> None:
-        for field in self.fields:
+        for field, fd, base in self._targets:
             array = np.asarray(record[field.name], dtype=field.dtype, order="C")
             if array.shape != field.shape:
                 raise ValueError(f"{field.name}: shape {array.shape}, expected {field.shape}")
-            self._files[field.name].write(memoryview(array).cast("B"))
+            pwrite_all(fd, memoryview(array).cast("B"), base + self.count * field.nbytes)
+        self.count += 1
 
     def close(self) -> None:
-        for f in self._files.values():
-            f.close()
+        for field, fd, base in self._targets:
+            start_writeback(fd, base, self.count * field.nbytes)
+            os.close(fd)
+        self._kept.write_text(str(self.count))
 
 
-def _open_part(part_dir: Path, shard: str, chunk: int, name: str):
-    """A part file for appending; the ChunkWriter closes it."""
-    return open(part_path(part_dir, shard, chunk, name), "wb")
+def data_path(part_dir: Path, shard: str, field: str) -> Path:
+    """The file a shard's field is written into before it is renamed into place."""
+    return part_dir / f"{shard}.{field}.data"
 
 
 def finalize(
@@ -90,15 +109,41 @@ def finalize(
     options: dict,
     sources: Sequence[Sequence[str | None]] = (),
 ) -> list[FileInfo]:
-    """Each field's file: the 128-byte header, then the chunks' parts in order."""
+    """Close the gaps rejections left, write the header, sync, hash and rename each field file."""
+    length = chunk_length(record_bytes(tuple(fields)))
+    kept_files = [part_path(part_dir, shard, c, "kept") for c in chunks]
+    runs = [(c * length, int(k.read_text())) for c, k in zip(chunks, kept_files, strict=True)]
     files = []
     for f in fields:
-        parts = [part_path(part_dir, shard, c, f.name) for c in chunks]
-        path = out / split / file_name(shard, f.name)
-        files.append(write_atomic(path, out, npy_header(f, count), parts))
-        for part in parts:
-            part.unlink()
+        data = data_path(part_dir, shard, f.name)
+        with open(data, "r+b") as fh:
+            _compact(fh, f.nbytes, runs)
+            fh.seek(0)
+            fh.write(npy_header(f, count))
+            fh.truncate(HEADER_BYTES + count * f.nbytes)
+            fh.flush()
+            os.fsync(fh.fileno())
+        size, digest = sha256_file(data)
+        final = out / split / file_name(shard, f.name)
+        os.replace(data, final)
+        files.append(FileInfo(final.relative_to(out).as_posix(), size, digest))
+    for k in kept_files:
+        k.unlink()
     return files
+
+
+def _compact(fh, nbytes: int, runs: list[tuple[int, int]]) -> None:
+    """Move each chunk's kept records down to follow the previous chunk's (only after rejects)."""
+    cursor = 0
+    for first, kept in runs:
+        if first != cursor:
+            for done in range(0, kept * nbytes, COPY_BLOCK):
+                block = min(COPY_BLOCK, kept * nbytes - done)
+                fh.seek(HEADER_BYTES + first * nbytes + done)
+                chunk = fh.read(block)
+                fh.seek(HEADER_BYTES + cursor * nbytes + done)
+                fh.write(chunk)
+        cursor += kept
 
 
 def open_shard(
