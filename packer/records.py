@@ -22,6 +22,13 @@ class Field:
     def to_json(self) -> dict:
         return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype}
 
+    def coerce(self, value) -> np.ndarray:
+        """`value` as a C-ordered array of this field's dtype; a wrong shape is an error."""
+        array = np.asarray(value, dtype=self.dtype, order="C")
+        if array.shape != self.shape:
+            raise ValueError(f"{self.name}: shape {array.shape}, expected {self.shape}")
+        return array
+
     @classmethod
     def from_json(cls, data: dict) -> Field:
         return cls(data["name"], tuple(data["shape"]), data["dtype"])

@@ -80,9 +80,7 @@ class ChunkWriter:
 
     def write(self, record: dict[str, np.ndarray]) -> None:
         for field, fd, base in self._targets:
-            array = np.asarray(record[field.name], dtype=field.dtype, order="C")
-            if array.shape != field.shape:
-                raise ValueError(f"{field.name}: shape {array.shape}, expected {field.shape}")
+            array = field.coerce(record[field.name])
             pwrite_all(fd, memoryview(array).cast("B"), base + self.count * field.nbytes)
         self.count += 1
 

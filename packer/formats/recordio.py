@@ -401,7 +401,7 @@ class ChunkWriter:
         self._index: list[tuple[int, int]] = []  # (framed bytes, label) per record
 
     def write(self, record: dict[str, np.ndarray]) -> None:
-        arrays = {name: _checked(record[name], field) for name, field in self.fields.items()}
+        arrays = {name: field.coerce(record[name]) for name, field in self.fields.items()}
         label = int(arrays["labels"]) if "labels" in arrays else 0
         payload = encode_payload(arrays["images"], arrays.get("masks"), self.encoding, self.quality)
         framed = frame(IR_HEADER.pack(0, label, 0, 0) + payload)
@@ -411,13 +411,6 @@ class ChunkWriter:
     def close(self) -> None:
         self._records.close()
         np.asarray(self._index, "<i8").reshape(-1, 2).tofile(self._index_path)
-
-
-def _checked(value, field: Field) -> np.ndarray:
-    array = np.asarray(value, dtype=field.dtype, order="C")
-    if array.shape != field.shape:
-        raise ValueError(f"{field.name}: shape {array.shape}, expected {field.shape}")
-    return array
 
 
 def raw_record_bytes(fields: Sequence[Field]) -> int:
