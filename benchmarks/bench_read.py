@@ -9,6 +9,12 @@ images (never compare absolute times across runs or machines):
   (c) copyto     np.copyto of the same bytes per batch from a RAM array (memory bandwidth)
   (d) pack       `packer.pack` with workers=1 and workers=2
   (e) decode     the same PNGs decoded by 1 and by 2 processes: this machine's scaling ceiling
+  (f) tf decode  tf.data as commonly written over the PNGs: read_file, decode_png, resize,
+                 float32 / 255, tf.one_hot, batch, parallel map and prefetch
+  (g) tf packed  `packer.tf.dataset` over a tfrecord pack of the same source (streamed, its
+                 default, and with stream=False: random access) and over the npy pack:
+                 shuffled uint8 batches (tf.data rows are endless streams, timed after a few
+                 warm-up batches)
 
 MB/s is img/s times the packed sample size (uint8 image + mask), the same for every row.
 
@@ -47,7 +53,17 @@ SIZE = (480, 352)  # (W, H) of every sample the benchmark reads
 SOURCE_SIZE = (480, 360)
 NUM_CLASSES = 12
 SYNTHETIC_SPLITS = {"train": 150, "val": 50}
-TARGETS = {"packed / naive": 100.0, "packed / copyto": 0.6, "pack workers 2 / 1": 1.7}
+TFRECORD_SHARD_BYTES = 16_000_000  # several files, so that tf.data interleaves reads
+TARGETS = {
+    "packed / naive": 100.0,
+    "packed / copyto": 0.6,
+    "pack workers 2 / 1": 1.7,
+    "tf tfrecord / tf decode": 20.0,
+    "tf tfrecord / PackedSequence": 0.5,
+    "tf tfrecord random access / tf decode": 20.0,
+    "tf tfrecord random access / PackedSequence": 0.5,
+    "tf npy / PackedSequence": 0.5,
+}
 
 
 def parse_args() -> argparse.Namespace:
@@ -256,20 +272,74 @@ def copyto_rate(total_bytes: int, sample_bytes: int, batch: int, seconds: float)
     return n / sample_bytes / t
 
 
+def stream_rate(batches, seconds: float) -> float:
+    """Images/s of an endless tf.data pipeline, after a few untimed warm-up batches."""
+    iterator = iter(batches)
+    for _ in range(4):
+        next(iterator)
+    n, t = run_for(lambda: len(next(iterator)[0]), seconds)
+    return n / t
+
+
+def tf_decode_rate(pairs: list[tuple[Path, Path]], batch: int, seconds: float) -> float:
+    """(f) Images/s of the usual tf.data pipeline decoding the source PNGs every step."""
+    import tensorflow as tf
+
+    width, height = SIZE
+
+    def load(image_path: tf.Tensor, mask_path: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        image = tf.io.decode_png(tf.io.read_file(image_path), channels=3)
+        mask = tf.io.decode_png(tf.io.read_file(mask_path), channels=1)
+        image = tf.image.resize(image, (height, width)) / 255.0
+        mask = tf.image.resize(mask, (height, width), method="nearest")[..., 0]
+        return image, tf.one_hot(tf.cast(mask, tf.int32), NUM_CLASSES)
+
+    paths = ([str(i) for i, _ in pairs], [str(m) for _, m in pairs])
+    warm([p for pair in pairs for p in pair])
+    batches = (
+        tf.data.Dataset.from_tensor_slices(paths)
+        .shuffle(len(pairs), seed=0)
+        .repeat()
+        .map(load, num_parallel_calls=tf.data.AUTOTUNE)
+        .batch(batch)
+        .prefetch(tf.data.AUTOTUNE)
+    )
+    return stream_rate(batches, seconds)
+
+
+def tf_packed_rate(
+    ds: PackedDataset, batch: int, seconds: float, stream: bool | None = None
+) -> float:
+    """(g) Images/s of `packer.tf.dataset` on the train split, shard files warmed just before."""
+    import packer.tf
+
+    batches = packer.tf.dataset(ds.root, "train", batch, shuffle=True, repeat=True, stream=stream)
+    warm([ds.root / f["path"] for s in ds["train"].shards for f in s["files"]])
+    return stream_rate(batches, seconds)
+
+
 def measure(args: argparse.Namespace, tmp: Path) -> dict:
-    """(e) and (d) first, then (a), (b) and (c) on the train split; returns the results."""
+    """(e) and (d) first, then (a), (b), (c), (f) and (g) on the train split; the results."""
     synthetic = args.synthetic or not args.data.is_dir()
     src = make_synthetic(tmp / "src") if synthetic else args.data
     pairs = source_pairs(src, "train")
     # Forked processes start fast only while no framework (TensorFlow) is loaded yet.
     decode = decode_rates(pairs + source_pairs(src, "val"))
     ds, pack = pack_rates(src, tmp)
+    tfrecords = packer.pack(
+        src, tmp / "pack-tfrecord", "tfrecord", SIZE, shard_size=TFRECORD_SHARD_BYTES
+    )
     train = ds["train"]
     size = sum(np.dtype(f.dtype).itemsize * int(np.prod(f.shape)) for f in ds.fields)
     batch, seconds = args.batch_size, args.seconds
     naive = naive_rate(pairs, batch, seconds)
     packed = packed_rate(ds, batch, seconds)
     copyto = copyto_rate(train.count * size, size, batch, seconds)
+    tf_decode = tf_decode_rate(pairs, batch, seconds)
+    tf_tfrecord = tf_packed_rate(tfrecords, batch, seconds)
+    tf_random = tf_packed_rate(tfrecords, batch, seconds, stream=False)
+    tf_npy = tf_packed_rate(ds, batch, seconds)
+    shards = len(tfrecords["train"].shards)
     label = "synthetic CamVid-like" if synthetic else f"{src.name} (real)"
     count = sum(s.count for s in ds.splits.values())
     (d1, d2), (e1, e2) = pack.values(), decode.values()
@@ -280,9 +350,16 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict:
         "sample_bytes": size,
         "cache": "warm (files read once right before each timing)",
         "read": [
-            row(f"(a) naive cv2 loop, float32 + one-hot, batch {batch}", naive, size, naive),
-            row(f"(b) PackedSequence uint8, batch {batch}", packed, size, naive),
-            row("(c) np.copyto, same bytes per batch", copyto, size, naive),
+            row(name, rate, size, naive)
+            for name, rate in (
+                (f"(a) naive cv2 loop, float32 + one-hot, batch {batch}", naive),
+                (f"(b) PackedSequence uint8, batch {batch}", packed),
+                ("(c) np.copyto, same bytes per batch", copyto),
+                (f"(f) tf.data decode_png, resize, float32 + one-hot, batch {batch}", tf_decode),
+                (f"(g) packer.tf.dataset, tfrecord ({shards} shards), uint8", tf_tfrecord),
+                ("(g) packer.tf.dataset, tfrecord, stream=False, uint8", tf_random),
+                ("(g) packer.tf.dataset, npy, uint8", tf_npy),
+            )
         ],
         "pack": [row(n, r, size, d1) for n, r in pack.items()]
         + [row(n, r, size, e1) for n, r in decode.items()],
@@ -290,6 +367,11 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict:
             check("packed / naive", packed / naive),
             check("packed / copyto", packed / copyto),
             check("pack workers 2 / 1", d2 / d1),
+            check("tf tfrecord / tf decode", tf_tfrecord / tf_decode),
+            check("tf tfrecord / PackedSequence", tf_tfrecord / packed),
+            check("tf tfrecord random access / tf decode", tf_random / tf_decode),
+            check("tf tfrecord random access / PackedSequence", tf_random / packed),
+            check("tf npy / PackedSequence", tf_npy / packed),
         ],
         "decode_scaling_2_1": e2 / e1,
     }
