@@ -207,9 +207,7 @@ class ChunkWriter:
     def write(self, record: dict[str, np.ndarray]) -> None:
         features = {}
         for field in self.fields:
-            array = np.asarray(record[field.name], dtype=field.dtype, order="C")
-            if array.shape != field.shape:
-                raise ValueError(f"{field.name}: shape {array.shape}, expected {field.shape}")
+            array = field.coerce(record[field.name])
             if field.name == "labels":
                 features[LABEL] = int64_feature([int(array)])
             else:
