@@ -34,6 +34,7 @@ HEIGHT, WIDTH, CHANNELS = "image/height", "image/width", "image/channels"
 FEATURES = {"images": IMAGE, "masks": MASK, "labels": LABEL}  # packer field -> Example feature
 _LENGTH = struct.Struct("<QI")
 _CRC = struct.Struct("<I")
+_FRAMING = _LENGTH.size + _CRC.size  # bytes between one record's data and the next's
 _UINT64 = (1 << 64) - 1
 
 
@@ -276,6 +277,8 @@ class TFRecordShardReader:
         self._lock = threading.Lock()
         self._map: mmap.mmap | None = None
         self._starts = self._lengths = np.zeros(0, np.int64)
+        self._layout_cache: dict[str, tuple[int, int]] | None = None
+        self._verified = np.zeros(count, bool)
 
     def _open(self) -> mmap.mmap:
         with self._lock:
@@ -295,30 +298,79 @@ class TFRecordShardReader:
         if not len(local):
             return
         data = self._open()
-        for row, i in enumerate(local.tolist()):
-            start = int(self._starts[i])
-            stop = start + int(self._lengths[i])
+        for i in local[~self._verified[local]].tolist():  # each record's CRC once per reader
+            start, stop = int(self._starts[i]), int(self._starts[i] + self._lengths[i])
             (crc,) = _CRC.unpack_from(data, stop)
             if masked_crc(memoryview(data)[start:stop]) != crc:
                 raise OSError(f"{self.path}: record {i} is corrupted (data CRC mismatch)")
-            try:
-                example = decode_example(data, start, stop)
-            except (ValueError, IndexError) as exc:
-                raise OSError(f"{self.path}: record {i}: {exc}") from exc
-            for name, array in out.items():
-                kind, begin, end = example[FEATURES[name]]
-                if kind == 3:
-                    array[row] = int64_values(data, begin, end)[0]
-                    continue
-                dtype, shape, nbytes = self.fields[name]
-                if end - begin != nbytes:
-                    raise OSError(
-                        f"{self.path}: record {i}: {FEATURES[name]} holds {end - begin} bytes, "
-                        f"{nbytes} expected"
-                    )
-                array[row] = np.frombuffer(data, dtype, nbytes // dtype.itemsize, begin).reshape(
-                    shape
+            self._verified[i] = True
+        layout = self._layout(data)
+        for name, array in out.items():
+            if name in layout:  # same place in every record: plain row copies, no parsing
+                begin, nbytes = layout[name]
+                rows = np.ndarray(
+                    (self.count, nbytes),
+                    np.uint8,
+                    data,
+                    int(self._starts[0]) + begin,
+                    (int(self._lengths[0]) + _FRAMING, 1),
                 )
+                flat = array.reshape(len(local), -1).view(np.uint8)
+                for row, i in enumerate(local.tolist()):  # np.take would copy all of `rows`
+                    np.copyto(flat[row], rows[i])
+            else:
+                for row, i in enumerate(local.tolist()):
+                    array[row] = self._field(data, i, name)
+
+    def _field(self, data: mmap.mmap, i: int, name: str) -> np.ndarray | int:
+        """One field of record `i`, parsed from its Example."""
+        start, stop = int(self._starts[i]), int(self._starts[i] + self._lengths[i])
+        try:
+            example = decode_example(data, start, stop)
+        except (ValueError, IndexError) as exc:
+            raise OSError(f"{self.path}: record {i}: {exc}") from exc
+        kind, begin, end = example[FEATURES[name]]
+        if kind == 3:
+            return int64_values(data, begin, end)[0]
+        dtype, shape, nbytes = self.fields[name]
+        if end - begin != nbytes:
+            raise OSError(
+                f"{self.path}: record {i}: {FEATURES[name]} holds {end - begin} bytes, "
+                f"{nbytes} expected"
+            )
+        return np.frombuffer(data, dtype, nbytes // dtype.itemsize, begin).reshape(shape)
+
+    def _layout(self, data: mmap.mmap) -> dict[str, tuple[int, int]]:
+        """Byte fields found at the same offset of every record (our writer's fixed layout).
+
+        Records of equal length, evenly spaced, hold the same Example structure: parse the first
+        and the last, and if they agree, every record's pixels sit at a fixed offset. Labels
+        (varints) are always parsed per record.
+        """
+        if self._layout_cache is not None:
+            return self._layout_cache
+        layout: dict[str, tuple[int, int]] = {}
+        step = self._lengths[0] + _FRAMING
+        uniform = (self._lengths == self._lengths[0]).all() and (
+            np.diff(self._starts) == step
+        ).all()
+        if uniform:
+            first, last = (
+                decode_example(data, int(self._starts[i]), int(self._starts[i] + self._lengths[i]))
+                for i in (0, self.count - 1)
+            )
+            for name, (_, _, nbytes) in self.fields.items():
+                kind, begin, end = first[FEATURES[name]]
+                offset = begin - int(self._starts[0])
+                tail = last[FEATURES[name]]
+                if (
+                    kind != 3
+                    and end - begin == nbytes
+                    and tail[1] - int(self._starts[-1]) == offset
+                ):
+                    layout[name] = (offset, nbytes)
+        self._layout_cache = layout
+        return layout
 
     def close(self) -> None:
         with self._lock:
