@@ -32,6 +32,7 @@ test-all: lint
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_read.py
+	$(BIN)/python benchmarks/bench_recordio.py
 
 clean:
 	rm -rf $(VENV) data build *.egg-info
