@@ -157,7 +157,7 @@ class LabelMapper:
 
     def _map_indices(self, values: np.ndarray) -> MappedMask:
         """Index masks hold class ids; values past the table (other than ignore) are unknown."""
-        if self.num_classes is None:
+        if self.num_classes is None or values.max(initial=0) < self.num_classes:
             return MappedMask(values.astype(self.dtype, copy=False), {})
         bad = (values >= self.num_classes) & (values != self.ignore_index)
         if not bad.any():
