@@ -17,6 +17,7 @@ _LAZY = {
     "pack": ("packer.api", "pack"),
     "keras": ("packer.keras", None),
     "tf": ("packer.tf", None),
+    "recordio": ("packer.recordio", None),
 }
 
 

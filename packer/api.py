@@ -1,8 +1,7 @@
 """`packer.pack`: source -> samples -> plan -> shard tasks -> writers -> manifest.
 
 This module orchestrates; the pieces (sources, labels, imaging, plan, convert, engine,
-manifest) each do one job. It also guards the output folder: a finished pack is never
-half-overwritten, an interrupted one is resumed, a different one is refused.
+outdir, manifest) each do one job.
 """
 
 from __future__ import annotations

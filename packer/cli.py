@@ -192,8 +192,7 @@ def pack_command(
         raise click.ClickException(str(exc)) from None
     except KeyboardInterrupt:
         click.echo(
-            f"\ninterrupted: finished shards are kept in {plan.out}; "
-            "run the same command again to resume",
+            "\ninterrupted: finished shards are kept; run the same command again to resume",
             err=True,
         )
         sys.exit(130)
