@@ -17,6 +17,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from . import order
 from .dataset import PackedDataset, Split
 
 GB = 1e9
@@ -64,16 +65,32 @@ def evict(paths: list[Path]) -> None:
             os.close(fd)
 
 
-def epoch_reader(split: Split, batch: int, seed: int) -> Callable[[], int]:
-    """A step that reads the next shuffled batch (a new permutation every epoch)."""
+def epoch_reader(split: Split, batch: int, seed: int, windows: bool) -> Callable[[], int]:
+    """A step that reads the next shuffled batch (a new order every epoch), as the readers do:
+    uniformly shuffled, or in shuffled shard windows read ahead as sequential runs."""
     reader = split.reader
     rng = np.random.default_rng(seed)
-    state = {"order": rng.permutation(split.count), "at": 0}
+    record = sum(f.nbytes for f in split.dataset.fields)
+    window = order.window_length(record, batch)
+    shard_counts = [s["count"] for s in split.shards]
+
+    def new_order() -> np.ndarray:
+        return (
+            order.windowed(shard_counts, window, rng)
+            if windows
+            else order.uniform(split.count, rng)
+        )
+
+    state = {"order": new_order(), "at": 0}
 
     def step() -> int:
         if state["at"] >= split.count:
-            state["order"], state["at"] = rng.permutation(split.count), 0
-        indices = state["order"][state["at"] : state["at"] + batch]
+            state["order"], state["at"] = new_order(), 0
+        at = state["at"]
+        if windows and at % window < batch:  # entering a window: read it and the next ahead
+            for w in (at // window, at // window + 1):
+                order.prefetch_window(reader, state["order"], window, w)
+        indices = state["order"][at : at + batch]
         state["at"] += batch
         reader.read(indices)
         return len(indices)
@@ -81,18 +98,32 @@ def epoch_reader(split: Split, batch: int, seed: int) -> Callable[[], int]:
     return step
 
 
-def read_rate(split: Split, batch: int, seconds: float, cold: bool) -> float:
+def read_rate(split: Split, batch: int, seconds: float, cold: bool, windows: bool = False) -> float:
     """Samples/s of shuffled batches; cold reads one epoch right after evicting the shards."""
     files = shard_files(split)
     split.reader.close()  # mapped pages cannot be evicted, so unmap before either run
     if cold:
         evict(files)
-        step = epoch_reader(split, batch, seed=1)
+        step = epoch_reader(split, batch, seed=1, windows=windows)
         start = time.perf_counter()
         done = sum(step() for _ in range(-(-split.count // batch)))
         return done / (time.perf_counter() - start)
     warm(files)
-    return timed(epoch_reader(split, batch, seed=0), seconds)
+    return timed(epoch_reader(split, batch, seed=0, windows=windows), seconds)
+
+
+def sequential_rate(split: Split) -> float:
+    """Bytes/s of reading the shard files start to end from a cold cache (what dd measures)."""
+    files = shard_files(split)
+    split.reader.close()
+    evict(files)
+    start = time.perf_counter()
+    total = 0
+    for path in files:
+        with open(path, "rb", buffering=0) as f:
+            while block := f.read(16 << 20):
+                total += len(block)
+    return total / (time.perf_counter() - start)
 
 
 def memcpy_rate(sample_bytes: int, batch: int, seconds: float) -> float:
@@ -162,10 +193,19 @@ def run(
     size = sum(f.nbytes for f in dataset.fields)
     warm_rate = read_rate(part, batch_size, seconds, cold=False)
     cold_rate = read_rate(part, batch_size, seconds, cold=True)
+    cold_windows = read_rate(part, batch_size, seconds, cold=True, windows=True)
+    sequential = sequential_rate(part)
     copy = memcpy_rate(size, batch_size, seconds)
     rates = [
         Rate("packed reader, warm cache", warm_rate, warm_rate * size),
         Rate("packed reader, cold cache", cold_rate, cold_rate * size, "one epoch after eviction"),
+        Rate(
+            "  cold, shuffled shard windows",
+            cold_windows,
+            cold_windows * size,
+            'shuffle="windows", read ahead',
+        ),
+        Rate("sequential file read, cold", sequential / size, sequential, "like dd"),
         Rate("memcpy limit (np.copyto)", copy / size, copy),
     ]
     naive = naive_rate(part, seconds)

@@ -140,6 +140,13 @@ class BatchReader:
             self.shards[shard].read_into(local, {k: v[start:stop] for k, v in out.items()})
         return out
 
+    def prefetch(self, start: int, stop: int) -> None:
+        """Hint that samples start..stop-1 come next (formats that can read ahead do so)."""
+        for shard, reader in enumerate(self.shards):
+            first, last = self.split.offsets[shard], self.split.offsets[shard + 1]
+            if hasattr(reader, "prefetch") and first < stop and start < last:
+                reader.prefetch(int(max(start, first) - first), int(min(stop, last) - first))
+
     def _runs(self, order: np.ndarray) -> list[tuple[int, int, int]]:
         """(shard, start, stop): the stretches of sorted `order` that fall in one shard each."""
         if len(self.shards) == 1:

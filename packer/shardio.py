@@ -83,6 +83,17 @@ def start_writeback(fd: int, offset: int, length: int) -> None:
         _libc().sync_file_range(fd, ctypes.c_int64(offset), ctypes.c_int64(length), 2)
 
 
+def advise_willneed(path: Path, offset: int, length: int) -> None:
+    """Start reading a byte range of a file into the page cache in the background."""
+    if not hasattr(os, "posix_fadvise") or length <= 0:
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, offset, length, os.POSIX_FADV_WILLNEED)
+    finally:
+        os.close(fd)
+
+
 @functools.cache
 def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)

@@ -96,11 +96,13 @@ def test_bench_reports_rates_and_gpu_feeding(seg_src, tmp_path):
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     names = [r["name"] for r in data["rates"]]
-    assert names[:3] == [
-        "packed reader, warm cache",
-        "packed reader, cold cache",
+    assert names[:2] == ["packed reader, warm cache", "packed reader, cold cache"]
+    for name in (
+        "  cold, shuffled shard windows",
+        "sequential file read, cold",
         "memcpy limit (np.copyto)",
-    ]
+    ):
+        assert name in names
     assert "naive decode of the sources" in names
     assert all(r["images_per_s"] > 0 for r in data["rates"])
     assert data["needed_images_per_s"] == 4 * 1000 / 50

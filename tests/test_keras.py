@@ -160,3 +160,23 @@ def test_trains_a_segmenter_for_an_epoch(seg_pack):
     history = model.fit(seq, epochs=1, verbose=0)
     assert np.isfinite(history.history["loss"][0])
     assert model.predict(seq[0][0], verbose=0).shape == (4, 24, 32, 4)
+
+
+def test_windowed_shuffle_reads_shards_in_sequential_runs(seg_pack):
+    seq = PackedSequence(seg_pack, batch_size=2, shuffle="windows", shuffle_window=5, seed=3)
+    counts = [s["count"] for s in packer.open(seg_pack)["train"].shards]
+    assert counts == [5, 5, 4]
+    orders = []
+    for _ in range(2):
+        order = seq._order.copy()
+        assert sorted(order) == list(range(14))
+        for start in range(0, 14, 5):  # a window spans at most two shards: two runs
+            window = np.sort(order[start : start + 5])
+            assert np.count_nonzero(np.diff(window) != 1) <= 1
+        seen = [f for i in range(len(seq)) for f in fingerprints(seq[i][0])]
+        assert sorted(seen) == all_samples(seg_pack)
+        orders.append(order)
+        seq.on_epoch_end()
+    assert not np.array_equal(orders[0], orders[1])
+    with pytest.raises(ValueError, match="shuffle"):
+        PackedSequence(seg_pack, shuffle="sometimes")

@@ -12,7 +12,8 @@ A format module provides:
   the `[image, mask]` source paths of the shard's records, in order. Runs in a worker.
 - `open_shard(root, split, shard, fields, options) -> ShardReader`: random access for the
   NumPy readers; `ShardReader.read_into(local, out)` copies records `local` (sorted indices
-  into the shard) of every field into the arrays of `out`; `close()`.
+  into the shard) of every field into the arrays of `out`; `close()`; optionally
+  `prefetch(start, stop)`, a hint that records start..stop-1 come next.
 """
 
 from __future__ import annotations

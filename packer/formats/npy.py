@@ -16,7 +16,14 @@ import numpy as np
 
 from ..plan import chunk_length
 from ..records import Field, record_bytes
-from ..shardio import COPY_BLOCK, FileInfo, pwrite_all, sha256_file, start_writeback
+from ..shardio import (
+    COPY_BLOCK,
+    FileInfo,
+    advise_willneed,
+    pwrite_all,
+    sha256_file,
+    start_writeback,
+)
 from . import part_path
 
 HEADER_BYTES = 128
@@ -170,6 +177,14 @@ class NpyShardReader:
         # the caller has checked the indices already.
         for name, array in out.items():
             np.take(self.maps()[name], local, axis=0, out=array, mode="clip")
+
+    def prefetch(self, start: int, stop: int) -> None:
+        """Ask the kernel to read records start..stop-1 ahead, as one sequential run per file."""
+        for name, array in self.maps().items():
+            record = array.strides[0]
+            advise_willneed(
+                self.paths[name], HEADER_BYTES + start * record, (stop - start) * record
+            )
 
     def close(self) -> None:
         self._maps = None
