@@ -391,3 +391,44 @@ def test_memory_stays_flat_over_twenty_epochs(many_shards):
         if epoch in (2, 19):
             samples.append(rss_kb())
     assert samples[1] - samples[0] < 8 * 1024, f"RSS grew {samples[1] - samples[0]} kB"
+
+
+_PEAK_RSS = """
+import resource, subprocess, sys
+subprocess.run([sys.executable, "-m", "packer", "pack", *sys.argv[1:]], check=True,
+               capture_output=True)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)  # kB, largest descendant
+"""
+
+
+def test_pack_memory_is_bounded_and_independent_of_dataset_size(tmp_path):
+    src = make_segmentation(tmp_path / "src", {"train": 12}, (1024, 768))  # colour masks
+    images, masks = sorted((src / "train").iterdir()), sorted((src / "train_labels").iterdir())
+    big = tmp_path / "big"
+    for folder in ("train", "train_labels"):
+        (big / folder).mkdir(parents=True)
+    os.link(src / "class_dict.csv", big / "class_dict.csv")
+    for k in range(4):  # the same files four times over: 4x the dataset, same images
+        for image, mask in zip(images, masks, strict=True):
+            os.link(image, big / "train" / f"{k}_{image.name}")
+            os.link(mask, big / "train_labels" / f"{k}_{mask.name}")
+    peaks = []
+    for source in (src, big):
+        args = [
+            str(source),
+            "--out",
+            str(tmp_path / f"{source.name}-out"),
+            "--size",
+            "512x384",
+            "--workers",
+            "2",
+            "--shard-size",
+            "8MB",
+            "--no-progress",
+        ]
+        result = subprocess.run(
+            [sys.executable, "-c", _PEAK_RSS, *args], check=True, capture_output=True, text=True
+        )
+        peaks.append(int(result.stdout) / 1024)
+    assert max(peaks) < 300, f"peak RSS {peaks} MB"
+    assert abs(peaks[1] - peaks[0]) < 20, f"peak RSS grew with the dataset: {peaks} MB"
