@@ -19,6 +19,7 @@ import numpy as np
 
 from . import order
 from .dataset import PackedDataset, Split
+from .records import record_bytes
 
 GB = 1e9
 
@@ -70,7 +71,7 @@ def epoch_reader(split: Split, batch: int, seed: int, windows: bool) -> Callable
     uniformly shuffled, or in shuffled shard windows read ahead as sequential runs."""
     reader = split.reader
     rng = np.random.default_rng(seed)
-    record = sum(f.nbytes for f in split.dataset.fields)
+    record = record_bytes(split.dataset.fields)
     window = order.window_length(record, batch)
     shard_counts = [s["count"] for s in split.shards]
 
@@ -190,7 +191,7 @@ def run(
     """Measure a pack's reader warm and cold, beside memcpy and the naive decode loop."""
     dataset = PackedDataset(path)
     part = dataset[split]
-    size = sum(f.nbytes for f in dataset.fields)
+    size = record_bytes(dataset.fields)
     warm_rate = read_rate(part, batch_size, seconds, cold=False)
     cold_rate = read_rate(part, batch_size, seconds, cold=True)
     cold_windows = read_rate(part, batch_size, seconds, cold=True, windows=True)

@@ -1,9 +1,9 @@
 """`PackedSequence`: a Keras `PyDataset` over a pack, batches straight from the shard files.
 
-Each batch is one vectorised read per shard touched (sorted indices into a memmap), then an
-optional vectorised normalisation and one-hot expansion; there is no decoding and no
-per-sample Python. The object pickles without its open files, so Keras `workers` and
-`use_multiprocessing` each reopen the memmaps in their own process.
+Each batch is one read per shard touched (sorted indices, through the format's shard reader:
+a memmap for npy), then an optional vectorised normalisation and one-hot expansion; raw and
+npy packs need no decoding. The object pickles without its open files, so Keras `workers`
+and `use_multiprocessing` each reopen the shards in their own process.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import numpy as np
 
 from . import order
 from .dataset import PackedDataset, Split
+from .records import record_bytes
 from .targets import Normalizer, one_hot_table
 
 
@@ -54,7 +55,7 @@ class PackedSequence(keras.utils.PyDataset):
         self._split: Split | None = None
         dataset = self.split.dataset
         self.target_field = "masks" if dataset.task == "segmentation" else "labels"
-        record = sum(f.nbytes for f in dataset.fields)
+        record = record_bytes(dataset.fields)
         if shuffle is True:
             shuffle = "windows" if order.larger_than_ram(record * self.split.count) else "global"
         self.shuffle = shuffle
