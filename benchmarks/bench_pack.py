@@ -4,7 +4,8 @@ For each dataset, the same images are (a) decoded, cropped/resized and label-map
 process with OpenCV (the per-image work that cannot be avoided: the decode limit) and (b)
 packed by `packer.pack` with 1 and 2 workers. Parallel efficiency = pack img/s divided by
 N x the single-core limit. The sources are repeated through hard links (same files, new
-names) so each pack runs for seconds and start-up does not dominate.
+names) so each pack runs for seconds and start-up does not dominate; each contender runs in
+several alternating rounds and the medians are compared.
 
     python benchmarks/bench_pack.py [--repeat 5] [--json results.json]
 """
@@ -15,6 +16,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -72,15 +74,18 @@ def pack_rate(src: Path, out: Path, size: tuple[int, int], workers: int) -> floa
     return sum(s.count for s in ds.splits.values()) / (time.perf_counter() - start)
 
 
-def measure(name: str, size: tuple[int, int], repeat: int, tmp: Path) -> dict:
+def measure(name: str, size: tuple[int, int], repeat: int, rounds: int, tmp: Path) -> dict:
     src = linked_copy(SHARED / name, tmp / name, repeat)
-    warm(src)
-    limit = decode_limit(src, size)
-    rates = {}
-    for w in (1, 2):
+    runs: dict[str, list[float]] = {"limit": [], "pack_1": [], "pack_2": []}
+    for _ in range(rounds):  # alternate the contenders so that drift hits them alike
         warm(src)  # idle file pages are evicted within about 30 s on these machines
-        rates[w] = pack_rate(src, tmp / f"{name}-out{w}", size, w)
-        shutil.rmtree(tmp / f"{name}-out{w}")
+        runs["limit"].append(decode_limit(src, size))
+        for w in (1, 2):
+            warm(src)
+            runs[f"pack_{w}"].append(pack_rate(src, tmp / f"{name}-out{w}", size, w))
+            shutil.rmtree(tmp / f"{name}-out{w}")
+    limit = statistics.median(runs["limit"])
+    rates = {w: statistics.median(runs[f"pack_{w}"]) for w in (1, 2)}
     return {
         "dataset": name,
         "images": len(scan(src).samples),
@@ -94,7 +99,8 @@ def measure(name: str, size: tuple[int, int], repeat: int, tmp: Path) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=5, help="hard links per source file")
+    parser.add_argument("--rounds", type=int, default=3, help="medians over this many rounds")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     cv2.setNumThreads(1)
@@ -102,7 +108,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for name, size in DATASETS.items():
             if (SHARED / name).is_dir():
-                rows.append(measure(name, size, args.repeat, Path(tmp)))
+                rows.append(measure(name, size, args.repeat, args.rounds, Path(tmp)))
     print(f"cores: {os.cpu_count()}, numpy {np.__version__}, opencv {cv2.__version__}\n")
     print("| dataset | images | decode limit, 1 core | pack w1 | pack w2 | eff. w1 | eff. w2 |")
     print("|---|---:|---:|---:|---:|---:|---:|")

@@ -127,8 +127,8 @@ def finalize(
             fh.write(npy_header(f, count))
             fh.truncate(HEADER_BYTES + count * f.nbytes)
             fh.flush()
+            size, digest = sha256_file(data)  # hash while the writeback started earlier runs
             os.fsync(fh.fileno())
-        size, digest = sha256_file(data)
         final = out / split / file_name(shard, f.name)
         os.replace(data, final)
         files.append(FileInfo(final.relative_to(out).as_posix(), size, digest))
