@@ -19,23 +19,23 @@ SHARD = 5 * 32 * 32 * 4  # five segmentation samples per shard: 3 train shards
 
 @pytest.fixture(scope="module")
 def seg(seg_src, tmp_path_factory) -> dict[str, Path]:
-    """The same segmentation source packed as npy and as tfrecord."""
+    """The same segmentation source packed in every format."""
     root = tmp_path_factory.mktemp("tf-seg")
-    for fmt in ("npy", "tfrecord"):
+    for fmt in ("npy", "tfrecord", "recordio"):
         packer.pack(seg_src, out=root / fmt, format=fmt, size=SIZE, resize="fit", shard_size=SHARD)
-    return {"npy": root / "npy", "tfrecord": root / "tfrecord"}
+    return {fmt: root / fmt for fmt in ("npy", "tfrecord", "recordio")}
 
 
 @pytest.fixture(scope="module")
 def cls(cls_src, tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("tf-cls")
-    for fmt in ("npy", "tfrecord"):
+    for fmt in ("npy", "tfrecord", "recordio"):
         packer.pack(cls_src, out=root / fmt, format=fmt, size=24, shard_size=8 * 24 * 24 * 3)
-    return {"npy": root / "npy", "tfrecord": root / "tfrecord"}
+    return {fmt: root / fmt for fmt in ("npy", "tfrecord", "recordio")}
 
 
-# Every way of reading a pack: tfrecord streamed (its default), tfrecord and npy random access.
-READS = [("tfrecord", None), ("tfrecord", False), ("npy", None)]
+# Every way of reading a pack: tfrecord streamed (its default), random access to the others.
+READS = [("tfrecord", None), ("tfrecord", False), ("npy", None), ("recordio", None)]
 
 
 def everything(path: Path, split: str = "train") -> dict[str, np.ndarray]:
