@@ -7,8 +7,6 @@ not import TensorFlow.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import json
 import os
 import signal
@@ -25,7 +23,7 @@ from .labels import ClassTable, LabelError, LabelMapper
 from .outdir import PARTIAL_DIR
 from .plan import ChunkTask
 from .records import Field
-from .shardio import FileInfo, write_atomic
+from .shardio import FileInfo, libc, write_atomic
 from .sources import Sample
 
 
@@ -96,8 +94,7 @@ def init_worker(config: PackConfig, parent_pid: int) -> None:
 def _die_with_parent(parent_pid: int) -> None:
     """Linux: ask for SIGKILL when the parent dies; exit now if it already has."""
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     except (OSError, AttributeError, TypeError):
         return
     if os.getppid() != parent_pid:

@@ -80,7 +80,7 @@ def pwrite_all(fd: int, data: memoryview, offset: int) -> None:
 def start_writeback(fd: int, offset: int, length: int) -> None:
     """Linux: start writing a range to disk now, without waiting, so a later fsync is short."""
     with contextlib.suppress(OSError, AttributeError):  # not Linux: the fsync does it all
-        _libc().sync_file_range(fd, ctypes.c_int64(offset), ctypes.c_int64(length), 2)
+        libc().sync_file_range(fd, ctypes.c_int64(offset), ctypes.c_int64(length), 2)
 
 
 def advise_willneed(path: Path, offset: int, length: int) -> None:
@@ -95,7 +95,8 @@ def advise_willneed(path: Path, offset: int, length: int) -> None:
 
 
 @functools.cache
-def _libc() -> ctypes.CDLL:
+def libc() -> ctypes.CDLL:
+    """The C library, for the few Linux calls Python's os module lacks."""
     return ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 
 
