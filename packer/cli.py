@@ -79,7 +79,7 @@ finishes it; a finished identical pack is left as it is.
 """
 
 
-@click.command("pack", help=PACK_HELP)
+@click.command("pack", help=PACK_HELP, short_help="Pack SRC into already-decoded shards.")
 @click.argument("src", type=click.Path(exists=True, path_type=Path))
 @click.option("--out", type=click.Path(path_type=Path), help="Output folder [default: SRC-FORMAT].")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="npy", show_default=True)
@@ -223,7 +223,7 @@ def info_command(path: Path, as_json: bool) -> None:
         click.echo(report.info(dataset))
 
 
-@main.command("verify")
+@main.command("verify", short_help="Re-hash every file against the manifest.")
 @click.argument("path", type=click.Path(exists=True, file_okay=False, path_type=Path))
 def verify_command(path: Path) -> None:
     """Re-hash every shard file against the manifest; exit 1 on any mismatch."""
@@ -238,7 +238,7 @@ def verify_command(path: Path) -> None:
     click.echo(f"{path}: every file matches the manifest")
 
 
-@main.command("bench")
+@main.command("bench", short_help="Reader img/s and GB/s, warm and cold, beside limits.")
 @click.argument("path", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--split", default="train", show_default=True)
 @click.option("--batch-size", type=click.IntRange(1), default=32, show_default=True)
@@ -264,7 +264,7 @@ def bench_command(path: Path, split: str, batch_size: int, seconds: float, step_
     click.echo(json.dumps(result.to_json(), indent=1) if as_json else bench.render(result))
 
 
-@main.command("preview")
+@main.command("preview", short_help="A PNG grid of samples, masks in class colours.")
 @click.argument("path", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option(
     "--out",
