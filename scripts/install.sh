@@ -7,7 +7,7 @@ VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3}
 
 # Pillow-SIMD ships as source only; it needs these headers to build JPEG/PNG/TIFF/WebP support.
-APT_PACKAGES="libjpeg62-turbo-dev zlib1g-dev libpng-dev libtiff-dev libwebp-dev"
+APT_PACKAGES="libjpeg-dev zlib1g-dev libpng-dev libtiff-dev libwebp-dev"
 missing=""
 for p in $APT_PACKAGES; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then
