@@ -213,15 +213,16 @@ def finalize_shard(task: FinalizeTask) -> dict:
     (out / task.split).mkdir(parents=True, exist_ok=True)
     kept = [s for c in task.chunks for s in c.kept]
     files = formats.get(config.format).finalize(
-        out,
-        task.shard,
-        task.split,
-        [c.chunk for c in task.chunks],
-        len(kept),
-        config.fields,
-        config.part_dir,
-        config.format_options,
-        sources=kept,
+        formats.ShardJob(
+            out,
+            task.shard,
+            task.split,
+            tuple(c.chunk for c in task.chunks),
+            config.fields,
+            config.part_dir,
+            config.format_options,
+            tuple(tuple(s) for s in kept),
+        )
     )
     sources_path = out / task.split / f"{task.shard}.sources.json"
     files.append(

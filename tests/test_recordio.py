@@ -13,6 +13,7 @@ import pytest
 from PIL import Image
 
 import packer
+from packer.formats import ShardJob
 from packer.formats import recordio as fmt
 from packer.recordio import (
     IRHeader,
@@ -331,10 +332,11 @@ def magic_shard(tmp_path: Path, encoding: str = "raw") -> tuple[Path, dict, list
         for record in batch:
             writer.write(record)
         writer.close()
-    sources = [[f"img/{i}.png", f"mask/{i}.png"] for i in range(5)]
-    files = fmt.finalize(
-        tmp_path, "train-00000-of-00001", "train", [0, 1], 5, fields, parts, options, sources
+    sources = tuple((f"img/{i}.png", f"mask/{i}.png") for i in range(5))
+    job = ShardJob(
+        tmp_path, "train-00000-of-00001", "train", (0, 1), fields, parts, options, sources
     )
+    files = fmt.finalize(job)
     shard = {"name": "train-00000-of-00001", "count": 5, "files": [f.to_json() for f in files]}
     return tmp_path, shard, records
 

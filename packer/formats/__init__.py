@@ -6,10 +6,9 @@ A format module provides:
   the manifest; `check_options(options)` raises ValueError for a value it cannot honour.
 - `ChunkWriter(part_dir, shard, chunk, fields, options)`: `write(record)` appends one sample
   (a dict field name -> array) to the chunk's part file(s); `close()`. Runs in a worker.
-- `finalize(out, shard, split, chunks, count, fields, part_dir, options, sources=...)
-  -> list[FileInfo]`: joins the parts of `chunks` (chunk numbers, in order) into the shard's
-  final files, atomically (`shardio.write_atomic`), and removes the parts; `sources` holds
-  the `[image, mask]` source paths of the shard's records, in order. Runs in a worker.
+- `finalize(job: ShardJob) -> list[FileInfo]`: joins the parts of `job.chunks` (chunk
+  numbers, in order) into the shard's final files, atomically (`shardio.write_atomic`), and
+  removes the parts. Runs in a worker.
 - `open_shard(root, split, shard, fields, options) -> ShardReader`: random access for the
   NumPy readers; `ShardReader.read_into(local, out)` copies records `local` (sorted indices
   into the shard) of every field into the arrays of `out`; `close()`; optionally
@@ -20,7 +19,11 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
+
+from ..records import Field
 
 KNOWN = ("npy", "tfrecord", "recordio")
 FORMATS = tuple(n for n in KNOWN if importlib.util.find_spec(f"packer.formats.{n}") is not None)
@@ -36,3 +39,21 @@ def get(name: str) -> ModuleType:
 def part_path(part_dir, shard: str, chunk: int, suffix: str):
     """Where a chunk's part file for `suffix` (a field name or 'records') lives."""
     return part_dir / f"{shard}.{chunk:05d}.{suffix}.part"
+
+
+@dataclass(frozen=True)
+class ShardJob:
+    """A shard whose chunks are all written: what a format needs to make its final files."""
+
+    out: Path  # the pack folder
+    shard: str  # shard name, e.g. train-00000-of-00003
+    split: str
+    chunks: tuple[int, ...]  # chunk numbers, in record order
+    fields: tuple[Field, ...]
+    part_dir: Path
+    options: dict  # the format's own options
+    sources: tuple[tuple[str | None, ...], ...]  # [image, mask] source paths, per record
+
+    @property
+    def count(self) -> int:
+        return len(self.sources)

@@ -24,7 +24,7 @@ from ..shardio import (
     sha256_file,
     start_writeback,
 )
-from . import part_path
+from . import ShardJob, part_path
 
 HEADER_BYTES = 128
 MAGIC = b"\x93NUMPY\x01\x00"
@@ -103,35 +103,25 @@ def data_path(part_dir: Path, shard: str, field: str) -> Path:
     return part_dir / f"{shard}.{field}.data"
 
 
-def finalize(
-    out: Path,
-    shard: str,
-    split: str,
-    chunks: Sequence[int],
-    count: int,
-    fields: Sequence[Field],
-    part_dir: Path,
-    options: dict,
-    sources: Sequence[Sequence[str | None]] = (),
-) -> list[FileInfo]:
+def finalize(job: ShardJob) -> list[FileInfo]:
     """Close the gaps rejections left, write the header, sync, hash and rename each field file."""
-    length = chunk_length(record_bytes(tuple(fields)))
-    kept_files = [part_path(part_dir, shard, c, "kept") for c in chunks]
-    runs = [(c * length, int(k.read_text())) for c, k in zip(chunks, kept_files, strict=True)]
+    length = chunk_length(record_bytes(tuple(job.fields)))
+    kept_files = [part_path(job.part_dir, job.shard, c, "kept") for c in job.chunks]
+    runs = [(c * length, int(k.read_text())) for c, k in zip(job.chunks, kept_files, strict=True)]
     files = []
-    for f in fields:
-        data = data_path(part_dir, shard, f.name)
+    for f in job.fields:
+        data = data_path(job.part_dir, job.shard, f.name)
         with open(data, "r+b") as fh:
             _compact(fh, f.nbytes, runs)
             fh.seek(0)
-            fh.write(npy_header(f, count))
-            fh.truncate(HEADER_BYTES + count * f.nbytes)
+            fh.write(npy_header(f, job.count))
+            fh.truncate(HEADER_BYTES + job.count * f.nbytes)
             fh.flush()
             size, digest = sha256_file(data)  # hash while the writeback started earlier runs
             os.fsync(fh.fileno())
-        final = out / split / file_name(shard, f.name)
+        final = job.out / job.split / file_name(job.shard, f.name)
         os.replace(data, final)
-        files.append(FileInfo(final.relative_to(out).as_posix(), size, digest))
+        files.append(FileInfo(final.relative_to(job.out).as_posix(), size, digest))
     for k in kept_files:
         k.unlink()
     return files

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..records import Field
 from ..shardio import FileInfo, write_atomic
-from . import part_path
+from . import ShardJob, part_path
 
 MAGIC = 0xCED7230A
 MAGIC_BYTES = MAGIC.to_bytes(4, "little")
@@ -419,36 +419,26 @@ def raw_record_bytes(fields: Sequence[Field]) -> int:
     return IR_HEADER.size + RAW_HEADER.size + pixels
 
 
-def finalize(
-    out: Path,
-    shard: str,
-    split: str,
-    chunks: Sequence[int],
-    count: int,
-    fields: Sequence[Field],
-    part_dir: Path,
-    options: dict,
-    sources: Sequence[Sequence[str | None]] | None = None,
-) -> list[FileInfo]:
+def finalize(job: ShardJob) -> list[FileInfo]:
     """Number the records, join the parts into the `.rec`, and write the `.idx` and `.lst`."""
-    if sources is None or len(sources) != count:
-        raise ValueError(f"{shard}: the .lst needs the source of each of its {count} records")
-    parts = [part_path(part_dir, shard, c, "records") for c in chunks]
-    indexes = [part_path(part_dir, shard, c, "index") for c in chunks]
+    parts = [part_path(job.part_dir, job.shard, c, "records") for c in job.chunks]
+    indexes = [part_path(job.part_dir, job.shard, c, "index") for c in job.chunks]
     tables = [np.fromfile(p, "<i8").reshape(-1, 2) for p in indexes]
     table = np.concatenate(tables)
-    if len(table) != count:
-        raise ValueError(f"{shard}: the parts hold {len(table)} records, expected {count}")
+    if len(table) != job.count:
+        raise ValueError(f"{job.shard}: the parts hold {len(table)} records, expected {job.count}")
     key = 0
     for part, chunk_table in zip(parts, tables, strict=True):
         _write_ids(part, np.cumsum(chunk_table[:, 0]) - chunk_table[:, 0], key)
         key += len(chunk_table)
     offsets = np.cumsum(table[:, 0]) - table[:, 0]
-    rec, idx, lst = (out / split / name for name in file_names(shard))
+    rec, idx, lst = (job.out / job.split / name for name in file_names(job.shard))
     files = [
-        write_atomic(rec, out, b"", parts),
-        write_atomic(idx, out, b"", [index_text(offsets.tolist())]),
-        write_atomic(lst, out, b"", [list_text(table[:, 1].tolist(), [s[0] for s in sources])]),
+        write_atomic(rec, job.out, b"", parts),
+        write_atomic(idx, job.out, b"", [index_text(offsets.tolist())]),
+        write_atomic(
+            lst, job.out, b"", [list_text(table[:, 1].tolist(), [s[0] for s in job.sources])]
+        ),
     ]
     for path in (*parts, *indexes):
         path.unlink()

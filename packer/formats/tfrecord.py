@@ -22,7 +22,7 @@ import numpy as np
 
 from ..records import Field
 from ..shardio import FileInfo, write_atomic
-from . import part_path
+from . import ShardJob, part_path
 
 OPTIONS: dict = {"compression": "none", "index": False}
 COMPRESSIONS = ("none", "gzip")
@@ -225,30 +225,24 @@ class ChunkWriter:
         self._raw.close()
 
 
-def finalize(
-    out: Path,
-    shard: str,
-    split: str,
-    chunks: Sequence[int],
-    count: int,
-    fields: Sequence[Field],
-    part_dir: Path,
-    options: dict,
-    sources: Sequence[Sequence[str | None]] = (),
-) -> list[FileInfo]:
+def finalize(job: ShardJob) -> list[FileInfo]:
     """The shard's TFRecord file (the chunks' parts in order) and, if asked, its DALI index."""
-    parts = [part_path(part_dir, shard, c, "records") for c in chunks]
-    path = out / split / file_name(shard, options)
-    files = [write_atomic(path, out, b"", parts)]
+    parts = [part_path(job.part_dir, job.shard, c, "records") for c in job.chunks]
+    path = job.out / job.split / file_name(job.shard, job.options)
+    files = [write_atomic(path, job.out, b"", parts)]
     for part in parts:
         part.unlink()
-    if options["index"]:
+    if job.options["index"]:
         starts, lengths = scan(path)
         lines = "".join(
             f"{s - HEAD_BYTES} {n + HEAD_BYTES + FOOT_BYTES}\n"
             for s, n in zip(starts.tolist(), lengths.tolist(), strict=True)
         )
-        files.append(write_atomic(out / split / index_name(shard), out, b"", [lines.encode()]))
+        files.append(
+            write_atomic(
+                job.out / job.split / index_name(job.shard), job.out, b"", [lines.encode()]
+            )
+        )
     return files
 
 
