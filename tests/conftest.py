@@ -30,6 +30,22 @@ def cls_src(tmp_path_factory) -> Path:
     )
 
 
+def tiny_classifier(size: int, classes: int):
+    """A small real Keras CNN, compiled, for one-epoch training tests."""
+    import keras
+
+    model = keras.Sequential(
+        [
+            keras.Input((size, size, 3)),
+            keras.layers.Conv2D(4, 3, activation="relu"),
+            keras.layers.GlobalAveragePooling2D(),
+            keras.layers.Dense(classes, activation="softmax"),
+        ]
+    )
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    return model
+
+
 def manifest_hashes(root: Path) -> dict[str, str]:
     """Path -> sha256 of every file a pack's manifest lists."""
     data = json.loads((root / "dataset.json").read_text())

@@ -11,6 +11,7 @@ import pytest
 import packer
 from packer.keras import PackedSequence
 from packer.targets import one_hot_table
+from tests.conftest import tiny_classifier
 
 
 @pytest.fixture(scope="module")
@@ -132,15 +133,7 @@ def test_keras_fit_sees_every_sample_once_per_epoch(cls_pack, workers, multiproc
 
 def test_trains_a_classifier_for_an_epoch(cls_pack):
     seq = PackedSequence(cls_pack, batch_size=8, normalize="unit")
-    model = keras.Sequential(
-        [
-            keras.Input((24, 24, 3)),
-            keras.layers.Conv2D(4, 3, activation="relu"),
-            keras.layers.GlobalAveragePooling2D(),
-            keras.layers.Dense(3, activation="softmax"),
-        ]
-    )
-    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    model = tiny_classifier(24, 3)
     before = [w.copy() for w in model.get_weights()]
     history = model.fit(seq, epochs=1, verbose=0)
     assert np.isfinite(history.history["loss"][0])

@@ -12,6 +12,7 @@ import tensorflow as tf
 import packer
 import packer.tf
 from packer.targets import Normalizer, one_hot_table
+from tests.conftest import tiny_classifier
 
 SIZE = (32, 32)  # (W, H): "fit" pads the 4:3 scenes, so masks hold the ignore index
 SHARD = 5 * 32 * 32 * 4  # five segmentation samples per shard: 3 train shards
@@ -166,15 +167,7 @@ def test_keras_trains_a_segmenter_for_an_epoch(seg, fmt):
 
 
 def test_keras_trains_a_classifier_for_an_epoch(cls):
-    model = keras.Sequential(
-        [
-            keras.Input((24, 24, 3)),
-            keras.layers.Conv2D(4, 3, activation="relu"),
-            keras.layers.GlobalAveragePooling2D(),
-            keras.layers.Dense(3, activation="softmax"),
-        ]
-    )
-    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    model = tiny_classifier(24, 3)
     before = [w.copy() for w in model.get_weights()]
     batches = packer.tf.dataset(cls["tfrecord"], batch_size=8, normalize="unit")
     history = model.fit(batches, epochs=1, verbose=0, shuffle=False)
