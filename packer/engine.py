@@ -6,11 +6,13 @@ spawned, so a pack started from a TensorFlow script never forks TensorFlow's thr
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import sys
 import threading
-from collections.abc import Callable, Sequence
+import types
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 
 from tqdm import tqdm
@@ -71,7 +73,8 @@ def run(
     queued = iter([task for chunks in shards.values() for task in chunks])
     try:
         running: set[Future] = set()
-        _top_up(pool, running, queued, 2 * workers)
+        with _main_hidden(context.get_start_method() != "fork"):
+            _top_up(pool, running, queued, 2 * workers)  # the first submits start the workers
         while running:
             done, running = wait(running, return_when=FIRST_COMPLETED)
             for future in done:
@@ -95,6 +98,21 @@ def run(
         bar.close()
         pool.shutdown(wait=True, cancel_futures=True)
     return receipts
+
+
+@contextlib.contextmanager
+def _main_hidden(hide: bool) -> Iterator[None]:
+    """Spawned workers re-import the caller's main script (and with it TensorFlow, in a
+    training script) unless `__main__` looks like no script while they start."""
+    if not hide:
+        yield
+        return
+    main = sys.modules["__main__"]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
 
 
 def _top_up(pool: ProcessPoolExecutor, running: set[Future], queued, window: int) -> None:

@@ -62,3 +62,28 @@ def test_hashed_split_is_stable_when_files_are_added(cls_src, tmp_path):
     }
     assert all(after[path] == split for path, split in before.items())
     assert len(after) == len(before) + 1
+
+
+_TRAINING_SCRIPT = """
+print("main script imported", flush=True)
+import sys
+import tensorflow  # a training script imports it before it packs
+import packer
+
+if __name__ == "__main__":
+    packer.pack(sys.argv[1], out=sys.argv[2], size=(16, 16), workers=2)
+    print("packed", flush=True)
+"""
+
+
+def test_spawned_workers_do_not_re_import_the_training_script(cls_src, tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(_TRAINING_SCRIPT)
+    result = subprocess.run(
+        [sys.executable, str(script), str(cls_src), str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    )
+    assert result.stdout.splitlines() == ["main script imported", "packed"]
