@@ -110,7 +110,7 @@ def pack_chunk(task: ChunkTask) -> ChunkResult:
     result = ChunkResult(task.shard, task.chunk)
     config.part_dir.mkdir(parents=True, exist_ok=True)
     writer = formats.get(config.format).ChunkWriter(
-        config.part_dir, task.shard, task.chunk, config.fields, config.format_options
+        config.part_dir, task, config.fields, config.format_options
     )
     try:
         for sample in task.samples:

@@ -69,14 +69,9 @@ def plan_shards(
     return plans
 
 
-def chunk_length(record_bytes: int) -> int:
-    """Samples per chunk (the last chunk of a shard may hold fewer)."""
-    return max(1, min(MAX_CHUNK_SAMPLES, CHUNK_BYTES // max(1, record_bytes)))
-
-
 def chunk_tasks(shard: ShardPlan, record_bytes: int) -> list[ChunkTask]:
     """Cut a shard into worker tasks; chunk boundaries never change the bytes written."""
-    size = chunk_length(record_bytes)
+    size = max(1, min(MAX_CHUNK_SAMPLES, CHUNK_BYTES // max(1, record_bytes)))
     return [
         ChunkTask(shard.name, shard.split, n, start, shard.samples[start : start + size])
         for n, start in enumerate(range(0, len(shard.samples), size))

@@ -15,6 +15,7 @@ from PIL import Image
 import packer
 from packer.formats import ShardJob
 from packer.formats import recordio as fmt
+from packer.plan import ChunkTask
 from packer.recordio import (
     IRHeader,
     RecordIOError,
@@ -144,7 +145,7 @@ def test_records_from_2_29_bytes_are_refused(tmp_path):
         check_record_size(1 << 29)
     huge = fields_for("segmentation", (16384, 8192), np.dtype(np.uint8))  # 512 MiB of pixels
     with pytest.raises(ValueError, match="too large for RecordIO"):
-        fmt.ChunkWriter(tmp_path, "s", 0, huge, fmt.OPTIONS)
+        fmt.ChunkWriter(tmp_path, ChunkTask("s", "train", 0, 0, ()), huge, fmt.OPTIONS)
     assert not list(tmp_path.iterdir())  # refused before writing anything
 
 
@@ -328,7 +329,8 @@ def magic_shard(tmp_path: Path, encoding: str = "raw") -> tuple[Path, dict, list
     (tmp_path / "train").mkdir()
     options = {**fmt.OPTIONS, "encoding": encoding}
     for chunk, batch in enumerate((records[:2], records[2:])):
-        writer = fmt.ChunkWriter(parts, "train-00000-of-00001", chunk, fields, options)
+        task = ChunkTask("train-00000-of-00001", "train", chunk, 2 * chunk, ())
+        writer = fmt.ChunkWriter(parts, task, fields, options)
         for record in batch:
             writer.write(record)
         writer.close()

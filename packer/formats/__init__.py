@@ -4,8 +4,9 @@ A format module provides:
 
 - `OPTIONS`: its pack options and their defaults (e.g. `{"compression": None}`), recorded in
   the manifest; `check_options(options)` raises ValueError for a value it cannot honour.
-- `ChunkWriter(part_dir, shard, chunk, fields, options)`: `write(record)` appends one sample
-  (a dict field name -> array) to the chunk's part file(s); `close()`. Runs in a worker.
+- `ChunkWriter(part_dir, task, fields, options)`: `write(record)` appends one sample (a dict
+  field name -> array) for the chunk `task` (a plan.ChunkTask: shard, chunk number, first
+  record) to its part file(s); `close()`. Runs in a worker.
 - `finalize(job: ShardJob) -> list[FileInfo]`: joins the parts of `job.chunks` (chunk
   numbers, in order) into the shard's final files, atomically (`shardio.write_atomic`), and
   removes the parts. Runs in a worker.

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..plan import chunk_length
-from ..records import Field, record_bytes
+from ..plan import ChunkTask
+from ..records import Field
 from ..shardio import (
     COPY_BLOCK,
     FileInfo,
@@ -65,22 +65,23 @@ def read_header(path: Path) -> tuple[np.dtype, tuple[int, ...]]:
 class ChunkWriter:
     """Writes each record's fields straight into the shard's data files, at the chunk's slots.
 
-    Chunk k's records start at record k * chunk_length, so chunks of one shard never touch the
-    same bytes and nothing is copied again later; records after a rejected input move up within
-    the chunk, and `finalize` closes the gaps between chunks (rare: only after rejections).
+    A chunk's records start at its first record's slot (`task.start`), so chunks of one shard
+    never touch the same bytes and nothing is copied again later; records after a rejected
+    input move up within the chunk, and `finalize` closes the gaps between chunks (rare: only
+    after rejections).
     """
 
     def __init__(
-        self, part_dir: Path, shard: str, chunk: int, fields: Sequence[Field], options: dict
+        self, part_dir: Path, task: ChunkTask, fields: Sequence[Field], options: dict
     ) -> None:
-        first = chunk * chunk_length(record_bytes(tuple(fields)))
         self.count = 0
-        self._kept = part_path(part_dir, shard, chunk, "kept")
+        self.start = task.start
+        self._kept = part_path(part_dir, task.shard, task.chunk, "kept")
         self._targets = [
             (
                 f,
-                os.open(data_path(part_dir, shard, f.name), os.O_WRONLY | os.O_CREAT, 0o644),
-                HEADER_BYTES + first * f.nbytes,
+                os.open(data_path(part_dir, task.shard, f.name), os.O_WRONLY | os.O_CREAT, 0o644),
+                HEADER_BYTES + task.start * f.nbytes,
             )
             for f in fields
         ]
@@ -95,7 +96,7 @@ class ChunkWriter:
         for field, fd, base in self._targets:
             start_writeback(fd, base, self.count * field.nbytes)
             os.close(fd)
-        self._kept.write_text(str(self.count))
+        self._kept.write_text(f"{self.start} {self.count}")  # where the chunk's records lie
 
 
 def data_path(part_dir: Path, shard: str, field: str) -> Path:
@@ -105,9 +106,8 @@ def data_path(part_dir: Path, shard: str, field: str) -> Path:
 
 def finalize(job: ShardJob) -> list[FileInfo]:
     """Close the gaps rejections left, write the header, sync, hash and rename each field file."""
-    length = chunk_length(record_bytes(tuple(job.fields)))
     kept_files = [part_path(job.part_dir, job.shard, c, "kept") for c in job.chunks]
-    runs = [(c * length, int(k.read_text())) for c, k in zip(job.chunks, kept_files, strict=True)]
+    runs = [tuple(int(v) for v in k.read_text().split()) for k in kept_files]
     files = []
     for f in job.fields:
         data = data_path(job.part_dir, job.shard, f.name)

@@ -20,6 +20,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from ..plan import ChunkTask
 from ..records import Field
 from ..shardio import FileInfo, write_atomic
 from . import ShardJob, part_path
@@ -389,15 +390,15 @@ class ChunkWriter:
     """Frames each sample as one record (placeholder id) into the chunk's part file."""
 
     def __init__(
-        self, part_dir: Path, shard: str, chunk: int, fields: Sequence[Field], options: dict
+        self, part_dir: Path, task: ChunkTask, fields: Sequence[Field], options: dict
     ) -> None:
         self.fields = {f.name: f for f in fields}
         self.encoding = options["encoding"]
         self.quality = options["quality"]
         if self.encoding == "raw":
             check_record_size(raw_record_bytes(fields))
-        self._records = part_path(part_dir, shard, chunk, "records").open("wb")
-        self._index_path = part_path(part_dir, shard, chunk, "index")
+        self._records = part_path(part_dir, task.shard, task.chunk, "records").open("wb")
+        self._index_path = part_path(part_dir, task.shard, task.chunk, "index")
         self._index: list[tuple[int, int]] = []  # (framed bytes, label) per record
 
     def write(self, record: dict[str, np.ndarray]) -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 import crc32c
 import numpy as np
 
+from ..plan import ChunkTask
 from ..records import Field
 from ..shardio import FileInfo, write_atomic
 from . import ShardJob, part_path
@@ -195,10 +196,10 @@ class ChunkWriter:
     """Appends one framed Example per record to the chunk's part file (a gzip member if asked)."""
 
     def __init__(
-        self, part_dir: Path, shard: str, chunk: int, fields: Sequence[Field], options: dict
+        self, part_dir: Path, task: ChunkTask, fields: Sequence[Field], options: dict
     ) -> None:
         self.fields = fields
-        self._raw = part_path(part_dir, shard, chunk, "records").open("wb")
+        self._raw = part_path(part_dir, task.shard, task.chunk, "records").open("wb")
         self._out = (
             gzip.GzipFile("", "wb", GZIP_LEVEL, self._raw, mtime=0)
             if options["compression"] == "gzip"
