@@ -8,12 +8,12 @@
 All read shuffled batches of the train split, files warmed right before each timing. The
 target: (b) at least half of (a).
 
-    python benchmarks/bench_recordio.py [--synthetic] [--seconds 3]
+    python benchmarks/bench_recordio.py [--synthetic] [--seconds 3] [--json out.json]
 """
 
 from __future__ import annotations
 
-import argparse
+import json
 import sys
 import tempfile
 from pathlib import Path
@@ -23,14 +23,15 @@ import numpy as np
 import packer
 from packer.dataset import PackedDataset
 from packer.recordio import RecordIOReader, decode_payload
+from packer.records import record_bytes
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/ is not a package
 from bench_read import (
-    CAMVID,
     SIZE,
     machine,
     make_synthetic,
     packed_rate,
+    parse_args,
     row,
     run_for,
     table,
@@ -38,16 +39,6 @@ from bench_read import (
 )
 
 TARGET = 0.5  # recordio raw / npy, both through PackedSequence
-
-
-def parse_args() -> argparse.Namespace:
-    """Command-line options."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=CAMVID, help="CamVid-layout source folder")
-    parser.add_argument("--synthetic", action="store_true", help="use a synthetic CamVid-like set")
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--seconds", type=float, default=3.0, help="minimum time per read test")
-    return parser.parse_args()
 
 
 def reader_epoch(readers: list[RecordIOReader], batch: int, rng: np.random.Generator) -> int:
@@ -89,7 +80,7 @@ def main() -> None:
                 "jpeg": {"format": "recordio", "encoding": "jpeg"},
             }.items()
         }
-        size = sum(f.nbytes for f in packs["npy"].fields)
+        size = record_bytes(packs["npy"].fields)
         batch, seconds = args.batch_size, args.seconds
         npy = packed_rate(packs["npy"], batch, seconds)
         raw = packed_rate(packs["raw"], batch, seconds)
@@ -109,6 +100,8 @@ def main() -> None:
     print(table(rows, "npy"))
     verdict = "PASS" if raw / npy >= TARGET else "MISS"
     print(f"\nrecordio raw / npy: {raw / npy:.2f} (target >= {TARGET}) {verdict}")
+    if args.json:
+        args.json.write_text(json.dumps({"rows": rows, "recordio_raw_over_npy": raw / npy}))
 
 
 if __name__ == "__main__":
