@@ -7,7 +7,6 @@ shard's data files; finalising a shard writes the header, syncs, hashes and rena
 
 from __future__ import annotations
 
-import ast
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -49,17 +48,6 @@ def npy_header(field: Field, count: int) -> bytes:
         raise ValueError(f"shape {shape} does not fit a {HEADER_BYTES}-byte npy header")
     body = text.ljust(body_len - 1) + "\n"
     return MAGIC + body_len.to_bytes(2, "little") + body.encode("latin1")
-
-
-def read_header(path: Path) -> tuple[np.dtype, tuple[int, ...]]:
-    """Parse the header of one of our npy files (dtype, shape); errors name the file."""
-    with open(path, "rb") as f:
-        head = f.read(HEADER_BYTES)
-    if len(head) < HEADER_BYTES or not head.startswith(MAGIC[:6]):
-        raise ValueError(f"{path}: not an npy file written by packer (bad or short header)")
-    length = int.from_bytes(head[8:10], "little")
-    meta = ast.literal_eval(head[10 : 10 + length].decode("latin1"))
-    return np.dtype(meta["descr"]), tuple(meta["shape"])
 
 
 class ChunkWriter:
