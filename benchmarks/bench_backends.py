@@ -12,7 +12,8 @@ counts), with OpenCV held to one thread so that both numbers are per-core costs.
 Markdown tables: (1) ms per image for both, the ratio and the largest absolute pixel difference
 of the two results; (2) for the JPEGs large enough to decode DCT-reduced, how far each
 reduction rule + filter lands from a full decode + exact INTER_AREA, and at what cost;
-(3) what packer.imaging's load_image / load_mask cost on the same files.
+(3) libspng (pyspng) beside both on the PNGs; (4) what packer.imaging's load_image /
+load_mask cost on the same files.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from pathlib import Path
 
 import cv2
 import numpy as np
+import pyspng
 from PIL import Image
 
 from packer.imaging import Geometry, backend_versions, load_image, load_mask, place
@@ -289,6 +291,30 @@ def reduction_rows(paths: list[Path], seconds: float) -> list[str]:
     return rows
 
 
+def spng_rows(sets: dict[str, list[Path]], seconds: float) -> list[str]:
+    """libspng (pyspng) beside OpenCV's libpng and Pillow on the same PNGs: ms per image."""
+    rows = []
+    for name, key, fmt, opencv in (
+        ("PNG decode 480x360 RGB", "png", "RGB", cv_decode),
+        ("mask PNG decode 8-bit", "mask", "L", cv_mask),
+    ):
+        data = [p.read_bytes() for p in sets[key]]
+        ms = {}
+        for _ in range(ROUNDS):  # alternating rounds, the fastest counts (as measure())
+            for backend, decode in (
+                ("opencv", opencv),
+                ("pillow", pil_decode if fmt == "RGB" else pil_mask),
+                ("spng", lambda d, f=fmt: pyspng.load(d, f)),
+            ):
+                ms[backend] = min(ms.get(backend, 1e9), per_image_ms(decode, data, seconds / 3))
+        same = all(np.array_equal(pyspng.load(d, fmt), opencv(d)) for d in data[:DIFF_SAMPLES])
+        rows.append(
+            f"| {name} | {ms['opencv']:.3f} | {ms['pillow']:.3f} | {ms['spng']:.3f} "
+            f"| {ms['opencv'] / ms['spng']:.2f} | {'yes' if same else 'NO'} |"
+        )
+    return rows
+
+
 def chosen_rows(sets: dict[str, list[Path]], seconds: float) -> list[str]:
     """What load_image / load_mask cost on the same files, with the backend each one used."""
     calls = [
@@ -304,7 +330,7 @@ def chosen_rows(sets: dict[str, list[Path]], seconds: float) -> list[str]:
         backends = sorted({load_image(p, geometry).backend for p in paths})
         rows.append(f"| {name} | {ms:.2f} | {', '.join(backends)} |")
     ms = per_image_ms(load_mask, sets["mask"], seconds)
-    rows.append(f"| load_mask 8-bit PNG | {ms:.2f} | pillow |")
+    rows.append(f"| load_mask 8-bit PNG | {ms:.2f} | spng |")
     return rows
 
 
@@ -329,6 +355,11 @@ def main() -> None:
         print(f"\n{len(sets['large'])} JPEGs with short side >= 448 -> 224x224 fill, area:")
         print("| decode + resize | ms/image | mean abs diff | max abs diff |\n|---|---:|---:|---:|")
         print("\n".join(reduction_rows(sets["large"], args.seconds)))
+        print(
+            "\n| PNG | OpenCV ms | Pillow ms | libspng ms | OpenCV / libspng | same pixels |"
+            "\n|---|---:|---:|---:|---:|---|"
+        )
+        print("\n".join(spng_rows(sets, args.seconds)))
         print("\n| packer.imaging | ms/image | backend |\n|---|---:|---|")
         print("\n".join(chosen_rows(sets, args.seconds)))
 

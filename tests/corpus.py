@@ -31,6 +31,35 @@ def bomb_png(width: int = 30000, height: int = 30000) -> bytes:
     )
 
 
+ADAM7 = (
+    (0, 0, 8, 8),
+    (4, 0, 8, 8),
+    (0, 4, 4, 8),
+    (2, 0, 4, 4),
+    (0, 2, 2, 4),
+    (1, 0, 2, 2),
+    (0, 1, 1, 2),
+)
+
+
+def interlaced_png(pixels: np.ndarray) -> bytes:
+    """An Adam7-interlaced 8-bit grey (H, W) or RGB (H, W, 3) PNG (Pillow cannot write one)."""
+    height, width = pixels.shape[:2]
+    color_type = 2 if pixels.ndim == 3 else 0
+    rows = b""
+    for x0, y0, dx, dy in ADAM7:
+        sub = pixels[y0::dy, x0::dx]
+        if sub.size:
+            rows += b"".join(b"\0" + row.tobytes() for row in sub)
+    header = struct.pack(">IIBBBBB", width, height, 8, color_type, 0, 0, 1)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + png_chunk(b"IHDR", header)
+        + png_chunk(b"IDAT", zlib.compress(rows))
+        + png_chunk(b"IEND", b"")
+    )
+
+
 def encoded(image: Image.Image, fmt: str, **options) -> bytes:
     buffer = io.BytesIO()
     image.save(buffer, fmt, **options)

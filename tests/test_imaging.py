@@ -26,7 +26,7 @@ from packer.imaging import (
     place,
     resample_mask,
 )
-from tests.corpus import bomb_png
+from tests.corpus import bomb_png, interlaced_png
 
 COLOURS = np.array(
     [[230, 25, 75], [60, 180, 75], [255, 225, 25], [0, 130, 200], [245, 130, 48], [145, 30, 180]],
@@ -168,7 +168,7 @@ def test_pure_red_png_stays_red_rgb_uint8(tmp_path):
     assert px.shape == (24, 32, 3) and px.dtype == np.uint8
     assert px.flags.c_contiguous and px.flags.writeable
     assert (px == [255, 0, 0]).all()
-    assert loaded.source_size == (64, 48) and loaded.backend == "opencv-decode+opencv-area"
+    assert loaded.source_size == (64, 48) and loaded.backend == "spng-decode+opencv-area"
 
 
 def test_no_geometry_keeps_the_source(tmp_path):
@@ -224,6 +224,35 @@ def test_gif_first_frame(tmp_path):
     assert (load_image(path, None).pixels == [255, 0, 0]).all()
 
 
+def test_png_decoders_agree_with_opencv(tmp_path):
+    """libspng takes 8-bit grey/RGB/RGBA PNGs (also interlaced); its pixels are OpenCV's."""
+    picture = np.random.default_rng(3).integers(0, 256, (37, 53, 4), dtype=np.uint8)
+    files = {
+        "rgb.png": (encoded(Image.fromarray(picture[..., :3])), "spng"),
+        "rgba.png": (encoded(Image.fromarray(picture, "RGBA")), "spng"),
+        "grey.png": (encoded(Image.fromarray(picture[..., 0])), "spng"),
+        "stored.png": (encoded(Image.fromarray(picture[..., :3]), compress_level=0), "spng"),
+        "adam7.png": (interlaced_png(picture[..., :3]), "spng"),
+        "adam7-grey.png": (interlaced_png(picture[..., 0]), "spng"),
+        "grey-alpha.png": (encoded(Image.fromarray(picture[..., :2], "LA")), "opencv"),
+        "palette.png": (encoded(Image.fromarray(picture[..., :3]).convert("P")), "opencv"),
+    }
+    for name, (data, backend) in files.items():
+        path = tmp_path / name
+        path.write_bytes(data)
+        expected = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR_RGB)
+        loaded = load_image(path, None)
+        assert loaded.backend == f"{backend}-decode", name
+        assert np.array_equal(loaded.pixels, expected), name
+
+
+def encoded(image: Image.Image, **options) -> bytes:
+    """PNG bytes of `image`."""
+    buffer = io.BytesIO()
+    image.save(buffer, "PNG", **options)
+    return buffer.getvalue()
+
+
 def test_sixteen_bit_png_scales_by_257(tmp_path):
     rng = np.random.default_rng(3)
     rgb16 = rng.integers(0, 65536, (20, 30, 3), dtype=np.uint16)
@@ -258,12 +287,12 @@ def test_fit_and_none_pad_with_pad_value(tmp_path):
 
 def test_interpolation_choice(tmp_path):
     path = save(Image.fromarray(gradient(90, 60)), tmp_path / "g.png")
-    assert load_image(path, Geometry((30, 20))).backend == "opencv-decode+opencv-area"
-    assert load_image(path, Geometry((45, 45))).backend == "opencv-decode+opencv-area"
-    assert load_image(path, Geometry((180, 120))).backend == "opencv-decode+pillow-cubic"
+    assert load_image(path, Geometry((30, 20))).backend == "spng-decode+opencv-area"
+    assert load_image(path, Geometry((45, 45))).backend == "spng-decode+opencv-area"
+    assert load_image(path, Geometry((180, 120))).backend == "spng-decode+pillow-cubic"
     for name in set(INTERPOLATIONS) - {"auto", "area"}:
         loaded = load_image(path, Geometry((40, 25), interpolation=name))
-        assert loaded.backend == f"opencv-decode+pillow-{name}"
+        assert loaded.backend == f"spng-decode+pillow-{name}"
 
 
 def test_area_is_exact_pixel_area(tmp_path):
@@ -474,6 +503,16 @@ def test_colour_masks_rgb_and_rgba(tmp_path):
     assert mask.kind == "color" and np.array_equal(mask.values, rgb)
 
 
+def test_interlaced_masks_decode_exactly(tmp_path):
+    ids = blocks(30, 20, (7, 5))
+    (tmp_path / "ids.png").write_bytes(interlaced_png(ids))
+    (tmp_path / "rgb.png").write_bytes(interlaced_png(COLOURS[ids]))
+    index = load_mask(tmp_path / "ids.png")
+    assert index.kind == "index" and np.array_equal(index.values, ids)
+    colour = load_mask(tmp_path / "rgb.png")
+    assert colour.kind == "color" and np.array_equal(colour.values, COLOURS[ids])
+
+
 def test_resample_mask_never_invents_values():
     rng = np.random.default_rng(5)
     values = rng.choice(np.array([3, 7, 11, 200, 40000], np.uint16), (57, 83))
@@ -515,7 +554,7 @@ def test_mask_and_image_stay_aligned_area(tmp_path):
     ids = blocks(101, 67, (13, 11), seed=7)
     image_path = save(Image.fromarray(COLOURS[ids]), tmp_path / "img.png")
     image = load_image(image_path, Geometry((37, 29)))
-    assert image.backend == "opencv-decode+opencv-area"
+    assert image.backend == "spng-decode+opencv-area"
     _assert_interiors_match(image.pixels, resample_mask(ids, image.placement), tolerance=1)
 
 
