@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -15,8 +16,9 @@ class Field:
     shape: tuple[int, ...]
     dtype: str
 
-    @property
+    @cached_property
     def nbytes(self) -> int:
+        """Bytes of one record of this field (cached: writers ask for it per record)."""
         return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
 
     def to_json(self) -> dict:
