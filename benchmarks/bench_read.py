@@ -5,8 +5,9 @@ images (never compare absolute times across runs or machines):
 
   (a) naive      per-step loop as Keras generators often do it: cv2.imread image and mask,
                  resize, float32 / 255, one-hot by a loop over the classes, np.stack a batch
-  (b) packed     `PackedSequence` shuffled uint8 batches read from the .npy shards
-  (c) copyto     np.copyto of the same bytes per batch from a RAM array (memory bandwidth)
+  (b) packed     `PackedSequence` shuffled uint8 batches read from the .npy shards, one thread
+  (c) copyto     np.copyto of the same bytes per batch from a RAM array (memory bandwidth);
+                 (b) and (c) run in alternating rounds and their medians are compared
   (d) pack       `packer.pack` with workers=1 and workers=2
   (e) decode     the same PNGs decoded by 1 and by 2 processes: this machine's scaling ceiling
   (f) tf decode  tf.data as commonly written over the PNGs: read_file, decode_png, resize,
@@ -28,6 +29,7 @@ import json
 import multiprocessing
 import os
 import platform
+import statistics
 import tempfile
 import time
 from collections.abc import Callable
@@ -56,7 +58,7 @@ SYNTHETIC_SPLITS = {"train": 150, "val": 50}
 TFRECORD_SHARD_BYTES = 16_000_000  # several files, so that tf.data interleaves reads
 TARGETS = {
     "packed / naive": 100.0,
-    "packed / copyto": 0.6,
+    "packed / copyto": 0.8,
     "pack workers 2 / 1": 1.7,
     "tf tfrecord / tf decode": 20.0,
     "tf tfrecord / PackedSequence": 0.5,
@@ -73,6 +75,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--synthetic", action="store_true", help="use a synthetic CamVid-like set")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=3.0, help="minimum time per read test")
+    parser.add_argument(
+        "--rounds", type=int, default=5, help="alternating rounds of (b) and (c); medians"
+    )
     parser.add_argument("--json", type=Path, help="also write the results to this JSON file")
     return parser.parse_args()
 
@@ -255,6 +260,29 @@ def naive_rate(pairs: list[tuple[Path, Path]], batch: int, seconds: float) -> fl
     return n / t
 
 
+def read_rates(
+    ds: PackedDataset, sample_bytes: int, batch: int, seconds: float, rounds: int
+) -> tuple[float, float]:
+    """(b) and (c): images/s of `PackedSequence` on the train split and of np.copyto moving
+    the same bytes per batch out of a RAM array, in alternating rounds (drift and busy
+    neighbours hit both alike); the medians. Shard files are warmed before each round."""
+    seq = open_sequence(ds.root, batch)
+    packed_epoch(seq)  # untimed: opens the memmaps
+    shard_files = [ds.root / f["path"] for s in ds["train"].shards for f in s["files"]]
+    source = np.random.default_rng(1).integers(
+        0, 256, ds["train"].count * sample_bytes, dtype=np.uint8
+    )
+    buffer = np.empty(batch * sample_bytes, np.uint8)
+    packed, copyto = [], []
+    for _ in range(rounds):
+        warm(shard_files)
+        n, t = run_for(lambda: packed_epoch(seq), seconds / rounds)
+        packed.append(n / t)
+        n, t = run_for(lambda: copyto_epoch(source, buffer, buffer.size), seconds / rounds)
+        copyto.append(n / sample_bytes / t)
+    return statistics.median(packed), statistics.median(copyto)
+
+
 def packed_rate(ds: PackedDataset, batch: int, seconds: float) -> float:
     """(b) Images/s of `PackedSequence` on the train split, shard files warmed just before."""
     seq = open_sequence(ds.root, batch)
@@ -333,8 +361,7 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict:
     size = sum(np.dtype(f.dtype).itemsize * int(np.prod(f.shape)) for f in ds.fields)
     batch, seconds = args.batch_size, args.seconds
     naive = naive_rate(pairs, batch, seconds)
-    packed = packed_rate(ds, batch, seconds)
-    copyto = copyto_rate(train.count * size, size, batch, seconds)
+    packed, copyto = read_rates(ds, size, batch, 2 * seconds, args.rounds)
     tf_decode = tf_decode_rate(pairs, batch, seconds)
     tf_tfrecord = tf_packed_rate(tfrecords, batch, seconds)
     tf_random = tf_packed_rate(tfrecords, batch, seconds, stream=False)
