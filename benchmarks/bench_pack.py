@@ -1,7 +1,7 @@
 """Pack speed against this machine's decode limit, side by side in one run.
 
 For each dataset, the same images are decoded, cropped/resized and label-mapped in one
-process, two ways: (a) with plain OpenCV, as a training script would (`cv2.imdecode`, full
+process, two ways: (a) with plain OpenCV, as a training script would (`cv2.imread`, full
 decode, INTER_AREA, a lookup table for the mask: the decode limit of the issue) and (b) with
 packer's own decoders (libspng for PNG, DCT-reduced JPEG: what is left is the converter's
 own overhead); then (c) `packer.pack` runs with 1 and 2 workers. Efficiency = pack img/s
