@@ -19,6 +19,7 @@ from packer.imaging import (
     Geometry,
     ImageError,
     Placement,
+    area_resize,
     backend_versions,
     load_image,
     load_mask,
@@ -301,6 +302,21 @@ def test_area_is_exact_pixel_area(tmp_path):
     loaded = load_image(path, Geometry((56, 40), "stretch"))  # 1.6x and 1.5x, not integers
     expected = cv2.resize(picture, (56, 40), interpolation=cv2.INTER_AREA)
     assert np.array_equal(loaded.pixels, expected)
+
+
+def test_area_resize_matches_opencv_uint8_area():
+    """The float32 route is only faster: its pixels are OpenCV's uint8 INTER_AREA's."""
+    rng = np.random.default_rng(5)
+    for (width, height), size in [
+        ((375, 375), (224, 224)),
+        ((500, 333), (224, 149)),
+        ((97, 61), (40, 33)),
+        ((480, 352), (240, 176)),  # integer ratio: the uint8 path itself
+    ]:
+        for channels in ((height, width, 3), (height, width)):
+            picture = rng.integers(0, 256, channels, dtype=np.uint8)
+            expected = cv2.resize(picture, size, interpolation=cv2.INTER_AREA)
+            assert np.array_equal(area_resize(picture, size), expected), (width, height, size)
 
 
 # -- JPEG: DCT-reduced decoding --------------------------------------------------------------
