@@ -12,13 +12,15 @@ counts), with OpenCV held to one thread so that both numbers are per-core costs.
 Markdown tables: (1) ms per image for both, the ratio and the largest absolute pixel difference
 of the two results; (2) for the JPEGs large enough to decode DCT-reduced, how far each
 reduction rule + filter lands from a full decode + exact INTER_AREA, and at what cost;
-(3) libspng (pyspng) beside both on the PNGs; (4) what packer.imaging's load_image /
-load_mask cost on the same files.
+(3) libspng (pyspng) beside both on the PNGs; (4) OpenCV's INTER_AREA on uint8 against
+packer's float32 route on the JPEG crops; (5) what packer.imaging's load_image / load_mask
+cost on the same files.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import io
 import platform
 import tempfile
@@ -32,7 +34,14 @@ import numpy as np
 import pyspng
 from PIL import Image
 
-from packer.imaging import Geometry, backend_versions, load_image, load_mask, place
+from packer.imaging import (
+    Geometry,
+    area_resize,
+    backend_versions,
+    load_image,
+    load_mask,
+    place,
+)
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 CV_RGB = cv2.IMREAD_COLOR_RGB | cv2.IMREAD_IGNORE_ORIENTATION
@@ -235,11 +244,8 @@ def per_image_ms(function: Callable, items: Sequence, seconds: float) -> float:
 
 def measure(case: Case, seconds: float) -> tuple[float, float]:
     """Fastest of ROUNDS alternating rounds for each backend: (OpenCV ms, Pillow ms)."""
-    opencv, pillow = [], []
-    for _ in range(ROUNDS):
-        opencv.append(per_image_ms(case.opencv, case.items, seconds / ROUNDS))
-        pillow.append(per_image_ms(case.pillow, case.items, seconds / ROUNDS))
-    return min(opencv), min(pillow)
+    ms = fastest_ms(case.items, {"opencv": case.opencv, "pillow": case.pillow}, seconds)
+    return ms["opencv"], ms["pillow"]
 
 
 def max_difference(case: Case) -> str:
@@ -291,28 +297,48 @@ def reduction_rows(paths: list[Path], seconds: float) -> list[str]:
     return rows
 
 
+def fastest_ms(items: Sequence, backends: dict[str, Callable], seconds: float) -> dict[str, float]:
+    """ms per item of each backend: the fastest of ROUNDS alternating rounds."""
+    ms: dict[str, float] = {}
+    for _ in range(ROUNDS):
+        for name, function in backends.items():
+            ms[name] = min(ms.get(name, 1e9), per_image_ms(function, items, seconds / ROUNDS))
+    return ms
+
+
 def spng_rows(sets: dict[str, list[Path]], seconds: float) -> list[str]:
     """libspng (pyspng) beside OpenCV's libpng and Pillow on the same PNGs: ms per image."""
     rows = []
-    for name, key, fmt, opencv in (
-        ("PNG decode 480x360 RGB", "png", "RGB", cv_decode),
-        ("mask PNG decode 8-bit", "mask", "L", cv_mask),
+    for name, key, fmt, opencv, pillow in (
+        ("PNG decode 480x360 RGB", "png", "RGB", cv_decode, pil_decode),
+        ("mask PNG decode 8-bit", "mask", "L", cv_mask, pil_mask),
     ):
         data = [p.read_bytes() for p in sets[key]]
-        ms = {}
-        for _ in range(ROUNDS):  # alternating rounds, the fastest counts (as measure())
-            for backend, decode in (
-                ("opencv", opencv),
-                ("pillow", pil_decode if fmt == "RGB" else pil_mask),
-                ("spng", lambda d, f=fmt: pyspng.load(d, f)),
-            ):
-                ms[backend] = min(ms.get(backend, 1e9), per_image_ms(decode, data, seconds / 3))
-        same = all(np.array_equal(pyspng.load(d, fmt), opencv(d)) for d in data[:DIFF_SAMPLES])
+        spng = functools.partial(pyspng.load, format=fmt)
+        ms = fastest_ms(data, {"opencv": opencv, "pillow": pillow, "spng": spng}, seconds)
+        same = all(np.array_equal(spng(d), opencv(d)) for d in data[:DIFF_SAMPLES])
         rows.append(
             f"| {name} | {ms['opencv']:.3f} | {ms['pillow']:.3f} | {ms['spng']:.3f} "
             f"| {ms['opencv'] / ms['spng']:.2f} | {'yes' if same else 'NO'} |"
         )
     return rows
+
+
+def area_row(sets: dict[str, list[Path]], seconds: float) -> str:
+    """OpenCV INTER_AREA on uint8 against packer's float32 route, hymenoptera crops to 224."""
+    photos = [cv_decode(p.read_bytes()) for p in sets["jpeg"]]
+    crops = [item for item in resize_items(photos, FILL_224) if item[2][2] - item[2][0] > 224]
+
+    def float32_area(item: tuple) -> np.ndarray:
+        array, _, (x0, y0, x1, y1), scaled = item
+        return area_resize(array[y0:y1, x0:x1], scaled)
+
+    ms = fastest_ms(crops, {"uint8": cv_resize, "float32": float32_area}, seconds)
+    same = all(np.array_equal(cv_resize(c), float32_area(c)) for c in crops)
+    return (
+        f"| {len(crops)} JPEG crops -> 224x224 | {ms['uint8']:.3f} | {ms['float32']:.3f} "
+        f"| {ms['uint8'] / ms['float32']:.2f} | {'yes' if same else 'NO'} |"
+    )
 
 
 def chosen_rows(sets: dict[str, list[Path]], seconds: float) -> list[str]:
@@ -360,6 +386,11 @@ def main() -> None:
             "\n|---|---:|---:|---:|---:|---|"
         )
         print("\n".join(spng_rows(sets, args.seconds)))
+        print(
+            "\n| INTER_AREA | uint8 ms | float32 route ms | uint8 / float32 | same pixels |"
+            "\n|---|---:|---:|---:|---|"
+        )
+        print(area_row(sets, args.seconds))
         print("\n| packer.imaging | ms/image | backend |\n|---|---:|---|")
         print("\n".join(chosen_rows(sets, args.seconds)))
 

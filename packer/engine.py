@@ -70,7 +70,10 @@ def run(
         desc="packing",
         smoothing=0.1,
     )
-    queued = iter([task for chunks in shards.values() for task in chunks])
+    # Largest shards first: the shard finished last is finalised (hashed, synced) while the
+    # other workers have nothing left to do, so that one should be the smallest.
+    by_size = sorted(shards.values(), key=len, reverse=True)
+    queued = iter([task for chunks in by_size for task in chunks])
     try:
         running: set[Future] = set()
         with _main_hidden(context.get_start_method() != "fork"):
