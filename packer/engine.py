@@ -70,8 +70,8 @@ def run(
         desc="packing",
         smoothing=0.1,
     )
-    # Largest shards first: the shard finished last is finalised (hashed, synced) while the
-    # other workers have nothing left to do, so that one should be the smallest.
+    # Shards with the most chunks first: the shard finished last is finalised (hashed, synced)
+    # while the other workers have nothing left to do, so that one should be the smallest.
     by_size = sorted(shards.values(), key=len, reverse=True)
     queued = iter([task for chunks in by_size for task in chunks])
     try:
@@ -119,7 +119,7 @@ def _main_hidden(hide: bool) -> Iterator[None]:
 
 
 def _top_up(pool: ProcessPoolExecutor, running: set[Future], queued, window: int) -> None:
-    """Keep a few chunks in flight, in plan order, so finished shards are finalised promptly
+    """Keep a few chunks in flight, shard by shard, so finished shards are finalised promptly
     (a shard's parts never wait behind the whole dataset, and a stop loses little work)."""
     while len(running) < window and (task := next(queued, None)) is not None:
         running.add(pool.submit(convert.pack_chunk, task))

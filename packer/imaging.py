@@ -31,10 +31,12 @@ Pillow-SIMD 12.1.1; CamVid 480x360 PNGs, hymenoptera JPEGs; a busy 2-core VM: re
 area average (mean 1.3-2.4 grey levels off INTER_AREA); exact area is worth 0.6 ms. Pillow
 does nearest/linear/cubic/lanczos (antialiased when shrinking, unlike OpenCV's; one filter for
 every format) and the fractional crop boxes left by DCT reduction (HAMMING for area).
-(4) libspng (pyspng) decodes 8-bit grey, RGB and RGBA PNGs to the same pixels 1.5-1.7x faster
-than OpenCV's libpng on CamVid (2.95 against 4.9 ms; its filters are vectorised); palette,
-grey+alpha and 16-bit PNGs keep the paths above. It ignores chunk CRCs (the Adler-32 of the
-pixel data still catches damage), and Pillow has checked the header chunks' CRCs already.
+(4) libspng (pyspng) decodes 8-bit grey, RGB and RGBA PNGs to the same pixels 1.4-1.7x faster
+than OpenCV's libpng on CamVid (2.5-2.95 against 3.7-4.9 ms; its filters are vectorised);
+palette, grey+alpha and 16-bit PNGs keep the paths above. pyspng has libspng skip every chunk
+CRC and zlib's Adler-32, so packer checks the chunk CRCs itself first (0.09 ms per CamVid
+image): damaged pixel data is refused, as libpng refuses it. For an APNG whose default image
+is not its first frame, libspng (and Pillow) give the default image, OpenCV the first frame.
 OpenCV decodes straight to RGB (IMREAD_COLOR_RGB: no BGR swap anywhere); 16-bit PNG keeps
 16 bits (IMREAD_ANYDEPTH) for an exact round(v / 257).
 
@@ -48,6 +50,8 @@ from __future__ import annotations
 import importlib.metadata
 import io
 import os
+import struct
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -81,6 +85,7 @@ _OPENCV_REDUCED = {
     factor: _OPENCV_BASE | (getattr(cv2, f"IMREAD_REDUCED_COLOR_{factor}") & ~cv2.IMREAD_COLOR_BGR)
     for factor in (2, 4, 8)
 }
+_FLOAT_AREA_MAX_PIXELS = 1 << 22  # area_resize's float32 route stays under 50 MB of copies
 _REDUCTIONS = (8, 4, 2)
 _REDUCING_GAP = 2  # as Pillow's thumbnail(): DCT-reduce only while >= 2x is left to resize
 _PNG_IEND = b"\x00\x00\x00\x00IEND\xaeB`\x82"
@@ -376,7 +381,7 @@ def _decode(image: Image.Image, data: bytes, factor: int) -> tuple[np.ndarray, s
     name = image.format or "image"
     with _decoding(name):
         if name == "PNG" and (spng_format := _spng_format(data)):
-            pixels, backend = pyspng.load(data, spng_format), "spng-decode"
+            pixels, backend = _decode_spng(data, spng_format), "spng-decode"
         elif name in _OPENCV_FORMATS:
             pixels, backend = _decode_opencv(data, name, factor), "opencv-decode"
         else:
@@ -388,9 +393,33 @@ def _decode(image: Image.Image, data: bytes, factor: int) -> tuple[np.ndarray, s
 
 def _spng_format(data: bytes) -> str | None:
     """libspng's output format for an 8-bit grey, RGB or RGBA PNG; None for the others."""
-    if data[_PNG_BIT_DEPTH] != 8:
+    if data[12:16] != b"IHDR" or data[_PNG_BIT_DEPTH] != 8:
         return None
     return _SPNG_FORMATS.get(data[_PNG_COLOR_TYPE])
+
+
+def _decode_spng(data: bytes, spng_format: str) -> np.ndarray:
+    """libspng's pixels, once every chunk's CRC is known to match (pyspng skips the checks)."""
+    _check_png_crcs(data)
+    return pyspng.load(data, spng_format)
+
+
+def _check_png_crcs(data: bytes) -> None:
+    """Refuse a PNG any of whose chunks up to IEND fails its CRC-32."""
+    view = memoryview(data)
+    offset = 8
+    while offset + 12 <= len(data):
+        (length,) = struct.unpack_from(">I", data, offset)
+        end = offset + 8 + length
+        if end + 4 > len(data):
+            raise ImageError("truncated PNG: a chunk runs past the end of the data")
+        kind = bytes(view[offset + 4 : offset + 8])
+        if zlib.crc32(view[offset + 4 : end]) != struct.unpack_from(">I", data, end)[0]:
+            name = kind.decode("latin-1")
+            raise ImageError(f"corrupt PNG: the {name} chunk at byte {offset} fails its CRC check")
+        if kind == b"IEND":
+            return
+        offset = end + 4
 
 
 def _decode_opencv(data: bytes, image_format: str, factor: int) -> np.ndarray | None:
@@ -428,15 +457,18 @@ def _resize(
 
 
 def area_resize(pixels: np.ndarray, size: tuple[int, int]) -> np.ndarray:
-    """uint8 `pixels` shrunk to `size` (W, H) by OpenCV's exact area averaging.
+    """uint8 `pixels` resized to `size` (W, H) by OpenCV's INTER_AREA, its pixels exactly.
 
-    At fractional ratios OpenCV's float32 INTER_AREA, with both conversions, gives the same
-    pixels as its uint8 path 1.3-1.5x faster (0.68-0.90 against 1.02-1.17 ms for the
-    hymenoptera crops to 224x224; identical on those and on 300 random sizes). Integer ratios
-    keep the uint8 path, a fast exact block average.
+    Shrinking by a fractional ratio, OpenCV's float32 INTER_AREA with both conversions gives
+    the same pixels as its uint8 path 1.2-1.5x faster (0.68-0.90 against 1.02-1.17 ms for the
+    hymenoptera crops to 224x224; identical on those and on 800 random sizes). Integer ratios
+    (a fast block average), enlargements (uint8 is fixed-point linear there, float32 is not)
+    and crops over 4 MP (the float32 copy would cost 4x their memory) keep the uint8 path.
     """
     height, width = pixels.shape[:2]
-    if width % size[0] == 0 and height % size[1] == 0:
+    integer = width % size[0] == 0 and height % size[1] == 0
+    shrinks = size[0] <= width and size[1] <= height
+    if integer or not shrinks or width * height > _FLOAT_AREA_MAX_PIXELS:
         return cv2.resize(pixels, size, interpolation=cv2.INTER_AREA)
     averaged = cv2.resize(pixels.astype(np.float32), size, interpolation=cv2.INTER_AREA)
     return cv2.convertScaleAbs(averaged)  # round half to even, saturate to 0..255
@@ -470,7 +502,7 @@ def load_mask(path: str | os.PathLike, max_pixels: int = DEFAULT_MAX_PIXELS) -> 
     spng_format = _spng_format(data) if image.format == "PNG" else None
     with _decoding(image.format or "mask"):
         if spng_format:
-            values = pyspng.load(data, spng_format)
+            values = _decode_spng(data, spng_format)
             kind, palette = ("index" if spng_format == "L" else "color"), None
         else:
             image.load()

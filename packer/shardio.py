@@ -7,7 +7,6 @@ import ctypes
 import ctypes.util
 import functools
 import hashlib
-import mmap
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -62,13 +61,19 @@ def _blocks(piece: Path | bytes) -> Iterable[bytes]:
 
 
 def sha256_file(path: Path) -> tuple[int, str]:
-    """Size and SHA-256 of a file, hashed straight from its mapped pages (no read copy)."""
+    """Size and SHA-256 of a file, read in large blocks into one reused buffer.
+
+    (Not mmap: a file truncated while it is hashed, during `packer verify` say, would kill the
+    process with SIGBUS instead of giving a wrong hash.)
+    """
     digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size:
-            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-                digest.update(mapped)
+    size = 0
+    buffer = bytearray(COPY_BLOCK)
+    view = memoryview(buffer)
+    with open(path, "rb", buffering=0) as f:
+        while count := f.readinto(buffer):
+            digest.update(view[:count])
+            size += count
     return size, digest.hexdigest()
 
 

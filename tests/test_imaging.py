@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.metadata
 import io
 import time
+import zlib
 from pathlib import Path
 
 import cv2
@@ -312,6 +313,8 @@ def test_area_resize_matches_opencv_uint8_area():
         ((500, 333), (224, 149)),
         ((97, 61), (40, 33)),
         ((480, 352), (240, 176)),  # integer ratio: the uint8 path itself
+        ((40, 30), (64, 48)),  # enlarging and mixed: uint8 is fixed-point linear there
+        ((40, 30), (20, 48)),
     ]:
         for channels in ((height, width, 3), (height, width)):
             picture = rng.integers(0, 256, channels, dtype=np.uint8)
@@ -434,6 +437,7 @@ def _bad_files(tmp_path: Path) -> dict[str, tuple[Path, str]]:
         "half.png": (png.getvalue()[: len(png.getvalue()) // 2], "truncated PNG"),
         "garbage.jpg": (b"\xff\xd8\xff\xe0" + bytes(range(256)) * 8, "not an image"),
         "scrambled.png": (_scrambled_idat(png.getvalue()), "cannot decode PNG"),
+        "flipped.png": (_flipped_pixel_byte(), "IDAT chunk at byte 33 fails its CRC"),
     }
     for name, (data, _) in files.items():
         (tmp_path / name).write_bytes(data)
@@ -441,10 +445,23 @@ def _bad_files(tmp_path: Path) -> dict[str, tuple[Path, str]]:
 
 
 def _scrambled_idat(png: bytes) -> bytes:
-    """A complete PNG whose compressed pixel data is noise."""
-    start = png.index(b"IDAT") + 4 + 20
+    """A complete PNG whose compressed pixel data is noise, under a matching chunk CRC."""
+    kind = png.index(b"IDAT")
+    length = int.from_bytes(png[kind - 4 : kind], "big")
+    start = kind + 4 + 20
     noise = np.random.default_rng(9).integers(0, 256, 200, dtype=np.uint8).tobytes()
-    return png[:start] + noise + png[start + len(noise) :]
+    damaged = png[:start] + noise + png[start + len(noise) :]
+    crc = zlib.crc32(damaged[kind : kind + 4 + length]).to_bytes(4, "big")
+    return damaged[: kind + 4 + length] + crc + damaged[kind + 8 + length :]
+
+
+def _flipped_pixel_byte() -> bytes:
+    """An uncompressed PNG with one pixel byte changed on disk: only the chunk CRC can tell."""
+    stored = io.BytesIO()
+    Image.fromarray(gradient(40, 30)).save(stored, "PNG", compress_level=0)
+    data = bytearray(stored.getvalue())
+    data[data.index(b"IDAT") + 200] ^= 0x10
+    return bytes(data)
 
 
 def test_bad_files_raise_image_error_with_reason(tmp_path):
