@@ -4,23 +4,26 @@ For each dataset, the same images are decoded, cropped/resized and label-mapped 
 process, two ways: (a) with plain OpenCV, as a training script would (`cv2.imread`, full
 decode, INTER_AREA, a lookup table for the mask: the decode limit of the issue) and (b) with
 packer's own decoders (libspng for PNG, DCT-reduced JPEG: what is left is the converter's
-own overhead); then (c) `packer.pack` runs with 1 and 2 workers. Efficiency = pack img/s
-divided by N x a single-core limit. The sources are repeated through hard links (same files,
+own overhead); then (c) `packer.pack` runs with 1 and 2 workers, and (d) the OpenCV work of
+(a) runs in 2 forked processes, to show how far the cores scale at all. Efficiency = pack
+img/s divided by N x a single-core limit. The sources are repeated through hard links (same files,
 new names) so each pack runs for seconds and start-up does not dominate; each contender runs
 in several alternating rounds and the medians are compared.
 
-    python benchmarks/bench_pack.py [--repeat 10] [--rounds 3] [--json results.json]
+    python benchmarks/bench_pack.py [--repeat 10] [--rounds 5] [--json results.json]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import shutil
 import statistics
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import cv2
@@ -62,8 +65,15 @@ def opencv_limit(src: Path, size: tuple[int, int]) -> float:
     RGB, centre crop to the output's aspect, INTER_AREA resize, and for masks an unchanged
     decode, the same crop, nearest resize and a class lookup table (cv2.LUT)."""
     samples = scan(src).samples
-    lut = np.arange(256, dtype=np.uint8)
     start = time.perf_counter()
+    opencv_pass(src, size, samples)
+    return len(samples) / (time.perf_counter() - start)
+
+
+def opencv_pass(src: Path, size: tuple[int, int], samples: list) -> None:
+    """The plain-OpenCV per-image work of `opencv_limit` over `samples`."""
+    cv2.setNumThreads(1)
+    lut = np.arange(256, dtype=np.uint8)
     for sample in samples:
         image = cv2.imread(str(src / sample.image), cv2.IMREAD_COLOR_RGB)
         image = cv2.resize(centre_crop(image, size), size, interpolation=cv2.INTER_AREA)
@@ -71,7 +81,19 @@ def opencv_limit(src: Path, size: tuple[int, int]) -> float:
             mask = cv2.imread(str(src / sample.mask), cv2.IMREAD_UNCHANGED)
             mask = cv2.resize(centre_crop(mask, size), size, interpolation=cv2.INTER_NEAREST)
             cv2.LUT(mask, lut)
-    return len(samples) / (time.perf_counter() - start)
+
+
+def opencv_parallel(src: Path, size: tuple[int, int], processes: int) -> float:
+    """Images/s of `processes` forked processes each doing `opencv_pass` over an equal share:
+    how far this machine's cores scale on the decode alone (not part of the issue's ratio)."""
+    samples = scan(src).samples
+    shares = [samples[k::processes] for k in range(processes)]
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(processes, mp_context=context) as pool:
+        list(pool.map(abs, range(processes)))  # the processes are up before the clock starts
+        start = time.perf_counter()
+        list(pool.map(opencv_pass, [src] * processes, [size] * processes, shares))
+        return len(samples) / (time.perf_counter() - start)
 
 
 def centre_crop(array: np.ndarray, size: tuple[int, int]) -> np.ndarray:
@@ -107,10 +129,17 @@ def pack_rate(src: Path, out: Path, size: tuple[int, int], workers: int) -> floa
 
 def measure(name: str, size: tuple[int, int], repeat: int, rounds: int, tmp: Path) -> dict:
     src = linked_copy(SHARED / name, tmp / name, repeat)
-    runs: dict[str, list[float]] = {"opencv": [], "packer": [], "pack_1": [], "pack_2": []}
+    runs: dict[str, list[float]] = {
+        "opencv": [],
+        "opencv_2": [],
+        "packer": [],
+        "pack_1": [],
+        "pack_2": [],
+    }
     for _ in range(rounds):  # alternate the contenders so that drift hits them alike
         warm(src)  # idle file pages are evicted within about 30 s on these machines
         runs["opencv"].append(opencv_limit(src, size))
+        runs["opencv_2"].append(opencv_parallel(src, size, 2))
         runs["packer"].append(packer_limit(src, size))
         for w in (1, 2):
             warm(src)
@@ -126,13 +155,15 @@ def measure(name: str, size: tuple[int, int], repeat: int, rounds: int, tmp: Pat
             for limit in LIMITS
             for w in (1, 2)
         },
+        "scaling_opencv_2": row["opencv_2"] / (2 * row["opencv"]),
+        "vs_opencv_2_processes": row["pack_2"] / row["opencv_2"],
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=10, help="hard links per source file")
-    parser.add_argument("--rounds", type=int, default=3, help="medians over this many rounds")
+    parser.add_argument("--rounds", type=int, default=5, help="medians over this many rounds")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     cv2.setNumThreads(1)
@@ -152,6 +183,14 @@ def main() -> None:
             f"| {r['dataset']} | {r['images']} | {r['opencv']:.0f} | {r['packer']:.0f} "
             f"| {r['pack_1']:.0f} | {r['pack_2']:.0f} | {r['vs_opencv_2']:.2f} "
             f"| {r['vs_packer_1']:.2f} | {r['vs_packer_2']:.2f} |"
+        )
+    print("\nHow far the cores scale on the OpenCV work alone (forked processes, same run):\n")
+    print("| dataset | OpenCV, 2 processes | / 2x 1 process | pack w2 / OpenCV 2 processes |")
+    print("|---|---:|---:|---:|")
+    for r in rows:
+        print(
+            f"| {r['dataset']} | {r['opencv_2']:.0f} | {r['scaling_opencv_2']:.2f} "
+            f"| {r['vs_opencv_2_processes']:.2f} |"
         )
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
