@@ -92,7 +92,7 @@ _PNG_IEND = b"\x00\x00\x00\x00IEND\xaeB`\x82"
 # 8-bit PNG colour type -> libspng output (alpha dropped, as OpenCV's IMREAD_COLOR drops it).
 # Palette, grey+alpha and 16-bit PNGs stay with OpenCV (images) and Pillow (masks).
 _SPNG_FORMATS = {0: "L", 2: "RGB", 6: "RGB"}
-_PNG_BIT_DEPTH, _PNG_COLOR_TYPE = 24, 25  # byte offsets in IHDR, always the first chunk
+_PNG_BIT_DEPTH, _PNG_COLOR_TYPE = 24, 25  # byte offsets when IHDR comes first, as it must
 # EXIF orientation -> (transpose, flip left-right, flip top-bottom), applied in that order.
 _ORIENTATIONS = {
     1: (False, False, False),
