@@ -146,15 +146,16 @@ class SampleError(Exception):
 
 def _make_record(config: PackConfig, sample: Sample) -> tuple[dict[str, np.ndarray], str, dict]:
     """One sample's arrays: the transformed image and its label or its mapped, aligned mask."""
-    root = Path(config.root)
     try:
-        image = load_image(root / sample.image, config.geometry, max_pixels=config.max_pixels)
+        image = load_image(
+            os.path.join(config.root, sample.image), config.geometry, max_pixels=config.max_pixels
+        )
     except (ImageError, OSError) as exc:
         raise SampleError(sample.image, str(exc)) from exc
     if sample.mask is None:
         return {"images": image.pixels, "labels": np.int32(sample.label)}, image.backend, {}
     try:
-        mask = load_mask(root / sample.mask, max_pixels=config.max_pixels)
+        mask = load_mask(os.path.join(config.root, sample.mask), max_pixels=config.max_pixels)
         if mask.size != image.source_size:
             raise LabelError(
                 f"mask is {mask.size[0]}x{mask.size[1]} pixels but its image {sample.image} is "
