@@ -82,13 +82,16 @@ def test_console_scripts_are_the_same_command(seg_src, tmp_path):
         assert "--shard-size" in out and "WIDTHxHEIGHT" in out
 
 
+def packed_with_cli(src, out, size: str):
+    """`pack SRC --out OUT --size SIZE` through the CLI; returns OUT."""
+    result = CliRunner().invoke(pack_command, [str(src), "--out", str(out), "--size", size])
+    assert result.exit_code == 0, result.output
+    return out
+
+
 def test_bench_reports_rates_and_gpu_feeding(seg_src, tmp_path):
-    out = tmp_path / "packed"
+    out = packed_with_cli(seg_src, tmp_path / "packed", "32x24")
     runner = CliRunner()
-    assert (
-        runner.invoke(pack_command, [str(seg_src), "--out", str(out), "--size", "32x24"]).exit_code
-        == 0
-    )
     result = runner.invoke(
         main,
         ["bench", str(out), "--seconds", "0.2", "--batch-size", "4", "--step-ms", "50", "--json"],
@@ -114,12 +117,8 @@ def test_bench_reports_rates_and_gpu_feeding(seg_src, tmp_path):
 def test_preview_draws_masks_in_class_colours(seg_src, tmp_path):
     from PIL import Image
 
-    out = tmp_path / "packed"
+    out = packed_with_cli(seg_src, tmp_path / "packed", "64x48")
     runner = CliRunner()
-    assert (
-        runner.invoke(pack_command, [str(seg_src), "--out", str(out), "--size", "64x48"]).exit_code
-        == 0
-    )
     grid = tmp_path / "grid.png"
     result = runner.invoke(main, ["preview", str(out), "--out", str(grid), "-n", "14"])
     assert result.exit_code == 0, result.output
