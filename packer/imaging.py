@@ -1,9 +1,10 @@
 """Decode, orient, crop and resize images and masks once: the converter's hot path.
 
-Every input goes the same way: read the file's bytes once; let Pillow parse only the header
-(lazy `Image.open`) for format, size and EXIF orientation; refuse it if it is over
-`max_pixels`; decode with the fastest correct backend; crop and resize in the stored
-orientation, and rotate/flip only the small result. Masks reuse the image's `Placement` with
+Every input goes the same way: read the file's bytes once; read format, size and EXIF
+orientation from the header (`headers.py` for plain JPEG and PNG, else Pillow's lazy
+`Image.open`, which decodes nothing); refuse it if it is over `max_pixels`; decode with the
+fastest correct backend; crop and resize in the stored orientation, and rotate/flip only the
+small result. Masks reuse the image's `Placement` with
 nearest-neighbour sampling, so image and mask stay pixel-aligned.
 
 Backends, from `benchmarks/bench_backends.py` (ms per image on one core; OpenCV 5.0.0 against
@@ -61,6 +62,8 @@ import numpy as np
 import PIL
 import pyspng
 from PIL import ExifTags, Image
+
+from .headers import Header, read_header
 
 RESIZE_MODES = ("fill", "fit", "stretch", "none")
 INTERPOLATIONS = ("auto", "area", "nearest", "linear", "cubic", "lanczos")
@@ -233,8 +236,8 @@ def load_image(
 ) -> LoadedImage:
     """Decode, orient and place one image; geometry None keeps the source size."""
     data = _read(path)
-    header = _open_header(data, max_pixels)
-    orientation = _orientation(header)
+    header, image = _header(data, max_pixels)
+    orientation = header.orientation
     source_size = _oriented_size(header.size, orientation)
     placement = _identity(source_size) if geometry is None else place(source_size, geometry)
     crop, scaled = _stored_region(placement, source_size, orientation)
@@ -242,7 +245,7 @@ def load_image(
     _check_complete(data, header.format)
     reducible = header.format in _JPEG_FORMATS and interpolation != "nearest"
     factor = _reduction(crop, scaled) if reducible else 1
-    decoded, backend = _decode(header, data, factor)
+    decoded, backend = _decode(header.format, image, data, factor)
     box = tuple(c / factor for c in crop) if factor > 1 else crop
     pixels, resizer = _resize(decoded, box, scaled, interpolation)
     if pixels.ndim == 2:
@@ -265,6 +268,25 @@ def _read(path: str | os.PathLike) -> bytes:
     if not data:
         raise ImageError("file is empty (0 bytes)")
     return data
+
+
+def _header(data: bytes, max_pixels: int) -> tuple[Header, Image.Image | None]:
+    """Format, stored size and orientation, and Pillow's lazy image when Pillow was needed.
+
+    Plain JPEGs and PNGs are read by `headers.read_header` (20x cheaper); everything else,
+    and any image over a size limit (so that the refusal is worded as before), by Pillow.
+    """
+    header = read_header(data)
+    if header is not None and header.size[0] * header.size[1] <= _pixel_limit(max_pixels):
+        return header, None
+    image = _open_header(data, max_pixels)
+    return Header(image.format, image.size, _orientation(image)), image
+
+
+def _pixel_limit(max_pixels: int) -> int:
+    """`max_pixels`, or Pillow's decompression-bomb limit when that is lower."""
+    bomb = Image.MAX_IMAGE_PIXELS
+    return min(max_pixels, 2 * bomb) if bomb else max_pixels
 
 
 def _open_header(data: bytes, max_pixels: int) -> Image.Image:
@@ -376,16 +398,20 @@ def _reduction(crop: tuple[int, int, int, int], scaled: tuple[int, int]) -> int:
     return 1
 
 
-def _decode(image: Image.Image, data: bytes, factor: int) -> tuple[np.ndarray, str]:
-    """Stored-orientation pixels, (h, w, 3) RGB or (h, w) grey uint8, and the decoder's name."""
-    name = image.format or "image"
+def _decode(
+    image_format: str | None, image: Image.Image | None, data: bytes, factor: int
+) -> tuple[np.ndarray, str]:
+    """Stored-orientation pixels, (h, w, 3) RGB or (h, w) grey uint8, and the decoder's name.
+
+    `image` (Pillow's lazy image) is needed only for the formats Pillow decodes."""
+    name = image_format or "image"
     with _decoding(name):
         if name == "PNG" and (spng_format := _spng_format(data)):
             pixels, backend = _decode_spng(data, spng_format), "spng-decode"
         elif name in _OPENCV_FORMATS:
             pixels, backend = _decode_opencv(data, name, factor), "opencv-decode"
         else:
-            pixels, backend = _decode_pillow(image), "pillow-decode"
+            pixels, backend = _decode_pillow(image or Image.open(io.BytesIO(data))), "pillow-decode"
     if pixels is None:
         raise ImageError(f"cannot decode {name} data: corrupt or unsupported")
     return pixels, backend if factor == 1 else f"{backend}/{factor}x-reduced"
@@ -496,18 +522,18 @@ def _to_uint8(values: np.ndarray) -> np.ndarray:
 def load_mask(path: str | os.PathLike, max_pixels: int = DEFAULT_MAX_PIXELS) -> MaskPixels:
     """Decode one mask exactly: class ids, palette indices + palette, or RGB colours."""
     data = _read(path)
-    image = _open_header(data, max_pixels)
-    orientation = _orientation(image)
-    _check_complete(data, image.format)
-    spng_format = _spng_format(data) if image.format == "PNG" else None
-    with _decoding(image.format or "mask"):
+    header, image = _header(data, max_pixels)
+    _check_complete(data, header.format)
+    spng_format = _spng_format(data) if header.format == "PNG" else None
+    with _decoding(header.format or "mask"):
         if spng_format:
             values = _decode_spng(data, spng_format)
             kind, palette = ("index" if spng_format == "L" else "color"), None
         else:
+            image = image or _open_header(data, max_pixels)
             image.load()
             values, kind, palette = _mask_values(image)
-    values = np.require(_orient(values, orientation), requirements="CW")
+    values = np.require(_orient(values, header.orientation), requirements="CW")
     return MaskPixels(values, kind, palette, (values.shape[1], values.shape[0]))
 
 

@@ -10,7 +10,8 @@ import pytest
 from PIL import Image
 
 import packer
-from packer.imaging import Geometry, place
+from packer.headers import read_header
+from packer.imaging import Geometry, _open_header, _orientation, place
 from tests.conftest import shared_dataset
 
 pytestmark = pytest.mark.shared_data
@@ -88,3 +89,22 @@ def test_voc_palette_indices_survive(tmp_path):
     values = set(np.unique(masks).tolist())
     assert 255 in values and values - {255} <= set(range(21))
     assert 15 in values and 147 not in values
+
+
+@pytest.mark.parametrize("name", ["camvid", "hymenoptera", "aerial_dubai", "voc_sample"])
+def test_fast_headers_agree_with_pillow(name):
+    files = [
+        p for p in shared_dataset(name).rglob("*") if p.suffix.lower() in {".jpg", ".jpeg", ".png"}
+    ]
+    assert files
+    answered = 0
+    for path in files:
+        data = path.read_bytes()
+        header = read_header(data)
+        if header is None:
+            continue
+        answered += 1
+        image = _open_header(data, 1 << 40)
+        assert header.size == image.size and header.orientation == _orientation(image), path
+        assert image.format in ({"JPEG", "MPO"} if header.format == "JPEG" else {"PNG"}), path
+    assert answered >= 0.9 * len(files)
