@@ -6,7 +6,9 @@ images (never compare absolute times across runs or machines):
   (a) naive      per-step loop as Keras generators often do it: cv2.imread image and mask,
                  resize, float32 / 255, one-hot by a loop over the classes, np.stack a batch
   (b) packed     `PackedSequence` shuffled uint8 batches read from the .npy shards, one thread
-  (c) copyto     np.copyto of the same bytes per batch from a RAM array (memory bandwidth);
+  (c) copyto     np.copyto of the same bytes per batch from a RAM array (memory bandwidth),
+                 into one buffer (stays in the CPU cache: the issue's limit) and into two in
+                 turn (a loop that holds batch i while it asks for i+1 needs two);
                  (b) and (c) run in alternating rounds and their medians are compared
   (d) pack       `packer.pack` with workers=1 and workers=2
   (e) decode     the same PNGs decoded by 1 and by 2 processes: this machine's scaling ceiling
@@ -25,6 +27,7 @@ MB/s is img/s times the packed sample size (uint8 image + mask), the same for ev
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import multiprocessing
 import os
@@ -59,6 +62,7 @@ TFRECORD_SHARD_BYTES = 16_000_000  # several files, so that tf.data interleaves 
 TARGETS = {
     "packed / naive": 100.0,
     "packed / copyto": 0.8,
+    "packed / copyto, two buffers": 0.8,
     "pack workers 2 / 1": 1.7,
     "tf tfrecord / tf decode": 20.0,
     "tf tfrecord / PackedSequence": 0.5,
@@ -168,11 +172,15 @@ def packed_epoch(seq: PackedSequence) -> int:
     return samples
 
 
-def copyto_epoch(source: np.ndarray, buffer: np.ndarray, batch_bytes: int) -> int:
-    """Copy `source` batch-sized chunk by chunk into `buffer`; returns the bytes copied."""
-    for start in range(0, source.size, batch_bytes):
+def copyto_epoch(source: np.ndarray, buffers: list[np.ndarray], batch_bytes: int) -> int:
+    """Copy `source` batch-sized chunk by chunk into `buffers` in turn; returns the bytes copied.
+
+    One buffer stays in the CPU cache (the issue's memcpy limit); two in turn are what a reader
+    must use when the training loop still holds batch i while it asks for batch i+1.
+    """
+    for k, start in enumerate(range(0, source.size, batch_bytes)):
         chunk = source[start : start + batch_bytes]
-        np.copyto(buffer[: chunk.size], chunk)
+        np.copyto(buffers[k % len(buffers)][: chunk.size], chunk)
     return source.size
 
 
@@ -262,25 +270,31 @@ def naive_rate(pairs: list[tuple[Path, Path]], batch: int, seconds: float) -> fl
 
 def read_rates(
     ds: PackedDataset, sample_bytes: int, batch: int, seconds: float, rounds: int
-) -> tuple[float, float]:
+) -> tuple[float, float, float]:
     """(b) and (c): images/s of `PackedSequence` on the train split and of np.copyto moving
-    the same bytes per batch out of a RAM array, in alternating rounds (drift and busy
-    neighbours hit both alike); the medians. Shard files are warmed before each round."""
+    the same bytes per batch out of a RAM array into one buffer and into two in turn, in
+    alternating rounds (drift and busy neighbours hit all alike); the medians. Shard files
+    are warmed before each round."""
     seq = open_sequence(ds.root, batch)
     packed_epoch(seq)  # untimed: opens the memmaps
     shard_files = [ds.root / f["path"] for s in ds["train"].shards for f in s["files"]]
     source = np.random.default_rng(1).integers(
         0, 256, ds["train"].count * sample_bytes, dtype=np.uint8
     )
-    buffer = np.empty(batch * sample_bytes, np.uint8)
-    packed, copyto = [], []
+    buffers = [np.empty(batch * sample_bytes, np.uint8) for _ in range(2)]
+    rates: dict[str, list[float]] = {"packed": [], "copyto": [], "copyto_2": []}
     for _ in range(rounds):
         warm(shard_files)
         n, t = run_for(lambda: packed_epoch(seq), seconds / rounds)
-        packed.append(n / t)
-        n, t = run_for(lambda: copyto_epoch(source, buffer, buffer.size), seconds / rounds)
-        copyto.append(n / sample_bytes / t)
-    return statistics.median(packed), statistics.median(copyto)
+        rates["packed"].append(n / t)
+        for key, used in (("copyto", buffers[:1]), ("copyto_2", buffers)):
+            n, t = run_for(
+                functools.partial(copyto_epoch, source, used, batch * sample_bytes),
+                seconds / rounds,
+            )
+            rates[key].append(n / sample_bytes / t)
+    packed, copyto, copyto_2 = (statistics.median(rates[k]) for k in rates)
+    return packed, copyto, copyto_2
 
 
 def packed_rate(ds: PackedDataset, batch: int, seconds: float) -> float:
@@ -296,7 +310,7 @@ def copyto_rate(total_bytes: int, sample_bytes: int, batch: int, seconds: float)
     """(c) Images/s of np.copyto moving the same bytes per batch out of a RAM array."""
     source = np.random.default_rng(1).integers(0, 256, total_bytes, dtype=np.uint8)
     buffer = np.empty(batch * sample_bytes, np.uint8)
-    n, t = run_for(lambda: copyto_epoch(source, buffer, buffer.size), seconds)
+    n, t = run_for(lambda: copyto_epoch(source, [buffer], buffer.size), seconds)
     return n / sample_bytes / t
 
 
@@ -361,7 +375,7 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict:
     size = sum(np.dtype(f.dtype).itemsize * int(np.prod(f.shape)) for f in ds.fields)
     batch, seconds = args.batch_size, args.seconds
     naive = naive_rate(pairs, batch, seconds)
-    packed, copyto = read_rates(ds, size, batch, 2 * seconds, args.rounds)
+    packed, copyto, copyto_2 = read_rates(ds, size, batch, 2 * seconds, args.rounds)
     tf_decode = tf_decode_rate(pairs, batch, seconds)
     tf_tfrecord = tf_packed_rate(tfrecords, batch, seconds)
     tf_random = tf_packed_rate(tfrecords, batch, seconds, stream=False)
@@ -381,7 +395,8 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict:
             for name, rate in (
                 (f"(a) naive cv2 loop, float32 + one-hot, batch {batch}", naive),
                 (f"(b) PackedSequence uint8, batch {batch}", packed),
-                ("(c) np.copyto, same bytes per batch", copyto),
+                ("(c) np.copyto, same bytes per batch, one buffer", copyto),
+                ("(c) np.copyto, same bytes per batch, two buffers in turn", copyto_2),
                 (f"(f) tf.data decode_png, resize, float32 + one-hot, batch {batch}", tf_decode),
                 (f"(g) packer.tf.dataset, tfrecord ({shards} shards), uint8", tf_tfrecord),
                 ("(g) packer.tf.dataset, tfrecord, stream=False, uint8", tf_random),
@@ -393,6 +408,7 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict:
         "checks": [
             check("packed / naive", packed / naive),
             check("packed / copyto", packed / copyto),
+            check("packed / copyto, two buffers", packed / copyto_2),
             check("pack workers 2 / 1", d2 / d1),
             check("tf tfrecord / tf decode", tf_tfrecord / tf_decode),
             check("tf tfrecord / PackedSequence", tf_tfrecord / packed),
