@@ -33,6 +33,7 @@ test-all: lint
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_read.py
 	$(BIN)/python benchmarks/bench_recordio.py
+	$(BIN)/python benchmarks/bench_read_paths.py
 
 clean:
 	rm -rf $(VENV) data build *.egg-info
