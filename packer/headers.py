@@ -21,6 +21,7 @@ _JPEG_SOF = frozenset(
     {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
 )
 _JPEG_STANDALONE = frozenset({0x01, *range(0xD0, 0xD8)})  # TEM, RST0-7: no length field
+_JPEG_UNEXPECTED = frozenset({0xD8, 0xD9})  # SOI, EOI before the first scan
 _JPEG_SOS, _JPEG_APP1 = 0xDA, 0xE1
 _EXIF_PREFIX = b"Exif\x00\x00"
 _XMP_PREFIX = b"http://ns.adobe.com/xap/1.0/\x00"
@@ -63,6 +64,8 @@ def _jpeg_header(data: bytes) -> Header | None:
         pos += 1
         if marker in _JPEG_STANDALONE:
             continue
+        if marker in _JPEG_UNEXPECTED or marker < 0xC0:  # Pillow or libjpeg refuse these
+            return None
         (length,) = struct.unpack_from(">H", data, pos)
         if length < 2 or pos + length > len(data):
             return None

@@ -102,6 +102,10 @@ def test_damaged_headers_give_no_answer():
     assert read_header(data[:2] + b"\xff\xe1\xff\xff" + data[2:]) is None  # length past the end
     assert read_header(jpeg_with_app1(b"Exif\x00\x00XX*\x00")) is None  # bad byte order
     assert read_header(b"\xff\xd8\xff\xd9") is None  # no frame before the end
+    reserved = data[:2] + b"\xff\x05\x00\x04ab" + data[2:]
+    assert read_header(reserved) is None  # a reserved marker: Pillow refuses the file
+    with pytest.raises(ImageError, match="header is damaged"):
+        pillow_header(reserved)
 
 
 def test_png_header_matches_pillow_for_every_mode():
