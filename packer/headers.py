@@ -34,7 +34,7 @@ _PNG_DEPTHS = {0: {1, 2, 4, 8, 16}, 2: {8, 16}, 3: {1, 2, 4, 8}, 4: {8, 16}, 6: 
 class Header:
     """What decoding needs to know before it starts."""
 
-    format: str  # "JPEG" or "PNG", as Pillow names them (an MPO is read as its JPEG)
+    format: str | None  # as Pillow names it; here "JPEG" (an MPO is read as its JPEG) or "PNG"
     size: tuple[int, int]  # (W, H) as stored, before EXIF orientation
     orientation: int  # EXIF orientation, 1 when absent
 
