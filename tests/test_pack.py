@@ -136,6 +136,16 @@ def test_identical_rerun_is_a_no_op_and_different_pack_is_refused(seg_src, tmp_p
     )
 
 
+def test_a_pack_from_another_converter_revision_is_not_taken_as_this_one(
+    seg_src, tmp_path, monkeypatch
+):
+    out = tmp_path / "p"
+    packer.pack(seg_src, out=out, size=(16, 16))
+    monkeypatch.setattr(packer.api, "CONVERTER_REVISION", packer.api.CONVERTER_REVISION + 1)
+    with pytest.raises(PackError, match="different pack"):
+        packer.pack(seg_src, out=out, size=(16, 16))
+
+
 def test_refuses_a_folder_that_is_not_a_pack(seg_src, tmp_path):
     (tmp_path / "notes.txt").write_text("mine")
     with pytest.raises(PackError, match="not a packer dataset"):
