@@ -57,14 +57,15 @@ def prepare(out: Path, fingerprint: str, overwrite: bool) -> bool:
         if manifest.read(out).get("fingerprint") == fingerprint:
             return False
         raise PackError(
-            f"{out} already holds a different pack (other sources or options); "
+            f"{out} already holds a different pack (other sources, options or packer "
+            "version); "
             "choose another --out or pass --overwrite to replace it"
         )
     elif marker.exists():
         if json.loads(marker.read_text()).get("fingerprint") != fingerprint:
             raise PackError(
-                f"{out} holds an unfinished pack with other sources or options; "
-                "re-run that command to finish it, or pass --overwrite"
+                f"{out} holds an unfinished pack with other sources, options or packer "
+                "version; re-run that command to finish it, or pass --overwrite"
             )
     elif any(p.name != PARTIAL_DIR for p in out.iterdir()):
         raise PackError(
