@@ -57,8 +57,7 @@ def prepare(out: Path, fingerprint: str, overwrite: bool) -> bool:
         if manifest.read(out).get("fingerprint") == fingerprint:
             return False
         raise PackError(
-            f"{out} already holds a different pack (other sources, options or packer "
-            "version); "
+            f"{out} already holds a different pack (other sources, options or packer version); "
             "choose another --out or pass --overwrite to replace it"
         )
     elif marker.exists():
