@@ -72,16 +72,17 @@ TARGETS = {
 }
 
 
-def parse_args() -> argparse.Namespace:
-    """Command-line options."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse_args(description: str = __doc__, rounds: bool = True) -> argparse.Namespace:
+    """Command-line options (shared with bench_recordio.py, which has no alternating rounds)."""
+    parser = argparse.ArgumentParser(description=description.splitlines()[0])
     parser.add_argument("--data", type=Path, default=CAMVID, help="CamVid-layout source folder")
     parser.add_argument("--synthetic", action="store_true", help="use a synthetic CamVid-like set")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=3.0, help="minimum time per read test")
-    parser.add_argument(
-        "--rounds", type=int, default=5, help="alternating rounds of (b) and (c); medians"
-    )
+    if rounds:
+        parser.add_argument(
+            "--rounds", type=int, default=5, help="alternating rounds of (b) and (c); medians"
+        )
     parser.add_argument("--json", type=Path, help="also write the results to this JSON file")
     return parser.parse_args()
 

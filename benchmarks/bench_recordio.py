@@ -68,7 +68,7 @@ def reader_rate(ds: PackedDataset, batch: int, seconds: float) -> float:
 
 def main() -> None:
     """Pack the images three ways, time the four readers, print the table and the verdict."""
-    args = parse_args()
+    args = parse_args(__doc__, rounds=False)
     with tempfile.TemporaryDirectory(prefix="packer-bench-recordio-") as tmp:
         synthetic = args.synthetic or not args.data.is_dir()
         src = make_synthetic(Path(tmp) / "src") if synthetic else args.data
