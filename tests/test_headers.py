@@ -152,3 +152,51 @@ def test_pillow_still_reads_what_the_fast_reader_declines(tmp_path):
     path.write_bytes(encoded(picture(), "JPEG"))
     with pytest.raises(ImageError, match="over the limit of 1,000 pixels"):
         load_image(path, None, max_pixels=1000)
+
+
+def test_what_pillow_refuses_in_a_header_gets_no_answer():
+    data = encoded(picture(), "JPEG")
+    dqt = data.index(b"\xff\xdb")
+    short_table = data[:dqt] + b"\xff\xdb\x00\x12" + bytes(16) + data[dqt:]  # 16 of 64 values
+    sof = data.index(b"\xff\xc0")
+    twelve_bit = data[: sof + 4] + b"\x0c" + data[sof + 5 :]
+    extension = data[:2] + b"\xff\xf0" + data[2:]  # JPG0, which Pillow reads without a length
+    text = png_chunk(b"tEXt", b"k\x00v")
+    png = encoded(picture(), "PNG")
+    bad_crc = png[:33] + text[:-1] + bytes([text[-1] ^ 1]) + png[33:]  # after IHDR
+    for damaged in (short_table, twelve_bit, bad_crc):
+        assert read_header(damaged) is None
+        with pytest.raises(ImageError):
+            pillow_header(damaged)
+    assert read_header(extension) is None  # left to Pillow, which skips it
+    assert read_header(png[:33] + text + png[33:]) == Header("PNG", (48, 32), 1)
+
+
+def test_answers_on_randomly_damaged_headers_are_pillows():
+    """Bytes flipped, inserted or cut in the first 3 KB: any answer given is Pillow's answer."""
+    exif = tiff_block(">", [(0x010F, 2, 12, 26), (ORIENTATION, 3, 1, 6)]) + b"Camera name\x00"
+    seeds = [
+        jpeg_with_app1(b"Exif\x00\x00" + exif),
+        jpeg_with_app1(b"Exif\x00\x00" + tiff_block("<", [(ORIENTATION, 3, 1, 3)])),
+        encoded(picture(), "JPEG", progressive=True),
+        encoded(picture().convert("L"), "JPEG"),
+        encoded(picture(), "PNG"),
+        encoded(picture().convert("P"), "PNG"),
+    ]
+    rng = np.random.default_rng(0)
+    answered = 0
+    for _ in range(3000):
+        data = bytearray(seeds[rng.integers(len(seeds))])
+        at = int(rng.integers(2, min(len(data), 3000)))
+        kind = rng.random()
+        if kind < 0.7:
+            data[at] = int(rng.integers(256))
+        elif kind < 0.85:
+            del data[at:]
+        else:
+            data[at:at] = rng.integers(0, 256, int(rng.integers(1, 8)), dtype=np.uint8).tobytes()
+        header = read_header(bytes(data))
+        if header is not None:
+            answered += 1
+            assert header == pillow_header(bytes(data)), bytes(data[:64]).hex()
+    assert answered > 1000
