@@ -42,9 +42,9 @@ def tiff_block(order: str, entries: list[tuple[int, int, int, int]]) -> bytes:
     return head + ifd + struct.pack(order + "I", 0)
 
 
-def jpeg_with_app1(payload: bytes, progressive: bool = False) -> bytes:
+def jpeg_with_app1(payload: bytes) -> bytes:
     """A JPEG with one extra APP1 segment right after SOI."""
-    data = encoded(picture(), "JPEG", quality=90, progressive=progressive)
+    data = encoded(picture(), "JPEG", quality=90)
     segment = b"\xff\xe1" + struct.pack(">H", len(payload) + 2) + payload
     return data[:2] + segment + data[2:]
 
