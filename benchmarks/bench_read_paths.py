@@ -72,24 +72,27 @@ class Shards:
         return [np.sort(order[k : k + BATCH]) for k in range(0, self.count - BATCH + 1, BATCH)]
 
     def take_epoch(self) -> int:
-        for k, indices in enumerate(self.batches()):
+        batches = self.batches()
+        for k, indices in enumerate(batches):
             for name, out in self.buffers[k % 2].items():
                 np.take(self.maps[name], indices, axis=0, out=out, mode="clip")
-        return len(self.batches()) * BATCH
+        return len(batches) * BATCH
 
     def pread_epoch(self) -> int:
-        for k, indices in enumerate(self.batches()):
+        batches = self.batches()
+        for k, indices in enumerate(batches):
             for name, out in self.buffers[k % 2].items():
                 record, start = self.maps[name].strides[0], self.maps[name].offset
                 for j, i in enumerate(indices.tolist()):
                     os.preadv(self.fds[name], [out[j]], start + i * record)
-        return len(self.batches()) * BATCH
+        return len(batches) * BATCH
 
     def fancy_epoch(self) -> int:
-        for indices in self.batches():
+        batches = self.batches()
+        for indices in batches:
             held = {name: m[indices] for name, m in self.maps.items()}
         del held
-        return len(self.batches()) * BATCH
+        return len(batches) * BATCH
 
 
 def main() -> None:

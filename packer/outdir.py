@@ -64,7 +64,8 @@ def prepare(out: Path, fingerprint: str, overwrite: bool) -> bool:
         if json.loads(marker.read_text()).get("fingerprint") != fingerprint:
             raise PackError(
                 f"{out} holds an unfinished pack with other sources, options or packer "
-                "version; re-run that command to finish it, or pass --overwrite"
+                "version; finish it with the command (and packer) that started it, or pass "
+                "--overwrite"
             )
     elif any(p.name != PARTIAL_DIR for p in out.iterdir()):
         raise PackError(
