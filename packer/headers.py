@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 _JPEG_SOI = b"\xff\xd8\xff"
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_PNG_FIRST_CHUNK = len(_PNG_SIGNATURE)
 _JPEG_RESTARTS = frozenset(range(0xD0, 0xD8))  # RST0-7: no length field
 _JPEG_FRAMES = frozenset({0xC0, 0xC1, 0xC2})  # baseline, extended, progressive (Huffman)
 _JPEG_SKIPPED = frozenset({0xC4, 0xDD, 0xFE})  # DHT, DRI, COM: Pillow keeps them unparsed
@@ -170,18 +172,32 @@ def _png_header(data: bytes) -> Header | None:
     width, height, depth, colour, _, filtering = struct.unpack_from(">IIBBBB", data, 16)
     if not width or not height or depth not in _PNG_DEPTHS.get(colour, ()) or filtering:
         return None
-    pos, first = 8, True
-    while pos + 8 <= len(data):
-        length, kind = struct.unpack_from(">I4s", data, pos)
+    for kind, offset, end in png_chunks(data):
         if kind == b"IDAT":
             return Header("PNG", (width, height), 1)
-        if not (first or _plain_chunk(kind, length)) or pos + 12 + length > len(data):
+        plain = offset == _PNG_FIRST_CHUNK or _plain_chunk(kind, end - offset - 12)
+        if not plain or not png_crc_matches(data, offset, end):
             return None
-        (crc,) = struct.unpack_from(">I", data, pos + 8 + length)
-        if zlib.crc32(data[pos + 4 : pos + 8 + length]) != crc:
-            return None
-        pos, first = pos + 12 + length, False
     return None
+
+
+def png_chunks(data: bytes) -> Iterator[tuple[bytes, int, int]]:
+    """Each PNG chunk as (type, offset, end), data[offset:end] being the whole chunk (length,
+    type, payload, CRC); stops before a chunk that runs past the end of `data`."""
+    offset = _PNG_FIRST_CHUNK
+    while offset + 12 <= len(data):
+        (length,) = struct.unpack_from(">I", data, offset)
+        end = offset + 12 + length
+        if end > len(data):
+            return
+        yield data[offset + 4 : offset + 8], offset, end
+        offset = end
+
+
+def png_crc_matches(data: bytes, offset: int, end: int) -> bool:
+    """Whether the chunk data[offset:end] (see `png_chunks`) has a correct CRC-32."""
+    (crc,) = struct.unpack_from(">I", data, end - 4)
+    return zlib.crc32(memoryview(data)[offset + 4 : end - 4]) == crc
 
 
 def _plain_chunk(kind: bytes, length: int) -> bool:

@@ -51,8 +51,6 @@ from __future__ import annotations
 import importlib.metadata
 import io
 import os
-import struct
-import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -63,7 +61,7 @@ import PIL
 import pyspng
 from PIL import ExifTags, Image
 
-from .headers import Header, read_header
+from .headers import Header, png_chunks, png_crc_matches, read_header
 
 RESIZE_MODES = ("fill", "fit", "stretch", "none")
 INTERPOLATIONS = ("auto", "area", "nearest", "linear", "cubic", "lanczos")
@@ -437,20 +435,13 @@ def _decode_spng(data: bytes, spng_format: str) -> np.ndarray:
 
 def _check_png_crcs(data: bytes) -> None:
     """Refuse a PNG any of whose chunks up to IEND fails its CRC-32."""
-    view = memoryview(data)
-    offset = 8
-    while offset + 12 <= len(data):
-        (length,) = struct.unpack_from(">I", data, offset)
-        end = offset + 8 + length
-        if end + 4 > len(data):
-            raise ImageError("truncated PNG: a chunk runs past the end of the data")
-        kind = bytes(view[offset + 4 : offset + 8])
-        if zlib.crc32(view[offset + 4 : end]) != struct.unpack_from(">I", data, end)[0]:
+    for kind, offset, end in png_chunks(data):
+        if not png_crc_matches(data, offset, end):
             name = kind.decode("latin-1")
             raise ImageError(f"corrupt PNG: the {name} chunk at byte {offset} fails its CRC check")
         if kind == b"IEND":
             return
-        offset = end + 4
+    raise ImageError("truncated PNG: a chunk runs past the end of the data")
 
 
 def _decode_opencv(data: bytes, image_format: str, factor: int) -> np.ndarray | None:
