@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: sample test test-all lint format bench clean
 
-$(STAMP): setup.cfg pyproject.toml scripts/install.sh
+$(STAMP): setup.cfg pyproject.toml scripts/install.sh scripts/apt-install.sh
 	bash scripts/install.sh
 	touch $(STAMP)
 

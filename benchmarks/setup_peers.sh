@@ -10,15 +10,7 @@ VENV=.venv-peers  # where bench_peers.py looks for it
 PYTHON=${PYTHON:-python3}
 REQUIREMENTS=benchmarks/peers-requirements.txt
 
-APT_PACKAGES="libopencv-dev libturbojpeg0-dev pkg-config"
-missing=""
-for p in $APT_PACKAGES; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
-if [ -n "$missing" ]; then
-  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing \
-    >/dev/null
-fi
+bash scripts/apt-install.sh libopencv-dev libturbojpeg0-dev pkg-config
 
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 PIP="$VENV/bin/pip"

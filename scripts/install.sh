@@ -7,14 +7,7 @@ VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3}
 
 # Pillow-SIMD ships as source only; it needs these headers to build JPEG/PNG/TIFF/WebP support.
-APT_PACKAGES="libjpeg-dev zlib1g-dev libpng-dev libtiff-dev libwebp-dev"
-missing=""
-for p in $APT_PACKAGES; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
-if [ -n "$missing" ]; then
-  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing
-fi
+bash scripts/apt-install.sh libjpeg-dev zlib1g-dev libpng-dev libtiff-dev libwebp-dev
 
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 "$VENV/bin/pip" install -q --upgrade pip wheel setuptools
