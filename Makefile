@@ -12,7 +12,7 @@ $(STAMP): setup.cfg pyproject.toml scripts/install.sh scripts/apt-install.sh
 	touch $(STAMP)
 
 sample: $(STAMP)
-	$(BIN)/python -m packer.sample data/sample
+	$(BIN)/python -m packer.synthetic data/sample
 	$(BIN)/pack data/sample --out data/sample-npy --format npy --size 160x120 --overwrite
 	$(BIN)/packer info data/sample-npy
 

@@ -49,7 +49,7 @@ import bench_read  # noqa: E402
 
 import packer  # noqa: E402
 from packer.dataset import PackedDataset  # noqa: E402
-from packer.sample import shapes_scene  # noqa: E402
+from packer.synthetic import shapes_scene  # noqa: E402
 
 REPO = bench_read.REPO
 DATA = REPO.parent / "shared" / "data"

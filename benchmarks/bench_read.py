@@ -47,7 +47,7 @@ from PIL import Image
 import packer
 from packer.dataset import PackedDataset
 from packer.engine import start_method
-from packer.sample import shapes_scene
+from packer.synthetic import shapes_scene
 
 if TYPE_CHECKING:
     from packer.keras import PackedSequence

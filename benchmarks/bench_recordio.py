@@ -23,7 +23,7 @@ import numpy as np
 import packer
 from packer.dataset import PackedDataset
 from packer.recordio import RecordIOReader, decode_payload
-from packer.records import record_bytes
+from packer.schema import record_bytes
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/ is not a package
 from bench_read import (

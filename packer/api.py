@@ -20,7 +20,7 @@ from .errors import PackError
 from .imaging import DEFAULT_MAX_PIXELS, Geometry, backend_versions, load_image
 from .labels import ClassTable, find_class_table, mask_dtype, read_class_table
 from .plan import ChunkTask, ShardPlan, chunk_tasks, plan_shards
-from .records import fields_for, record_bytes
+from .schema import fields_for, record_bytes
 from .sources import SourceScan, scan
 
 DEFAULT_SHARD_BYTES = 256 * 1000 * 1000

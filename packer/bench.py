@@ -19,7 +19,7 @@ import numpy as np
 
 from . import order
 from .dataset import PackedDataset, Split
-from .records import record_bytes
+from .schema import record_bytes
 
 GB = 1e9
 

@@ -18,13 +18,14 @@ import cv2
 import numpy as np
 
 from . import formats
+from .errors import UnknownLabelError
 from .imaging import Geometry, ImageError, load_image, load_mask, pad_to_canvas, resample_mask
 from .labels import ClassTable, LabelError, LabelMapper
 from .outdir import PARTIAL_DIR
 from .plan import ChunkTask
-from .records import Field
-from .shardio import FileInfo, libc, write_atomic
+from .schema import Field
 from .sources import Sample
+from .storage.local import FileInfo, libc, write_atomic
 
 
 @dataclass(frozen=True)
@@ -64,10 +65,6 @@ class ChunkResult:
     channel_hist: np.ndarray = field(default_factory=lambda: np.zeros((3, 256), np.int64))
     class_counts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     backends: Counter = field(default_factory=Counter)
-
-
-class UnknownLabelError(RuntimeError):
-    """Raised with `--unknown-colors error` when a mask holds values outside the class table."""
 
 
 _config: PackConfig | None = None

@@ -12,7 +12,7 @@ import numpy as np
 
 from . import formats, manifest
 from .buffers import BufferPool
-from .records import Field
+from .schema import Field
 
 
 class PackedDataset:

@@ -1,5 +1,41 @@
-"""The error a user can act on: the message says what went wrong and what to do."""
+"""Every error a user can act on, in one tree: the message says what went wrong and what to do.
+
+The CLI catches `PackError` alone and prints its message as one `Error:` line; anything else
+is a bug and keeps its traceback. Subclasses also derive from the built-in error a caller
+would expect (ValueError for bad input, OSError for storage), so `except ValueError` keeps
+working.
+"""
+
+from __future__ import annotations
 
 
 class PackError(RuntimeError):
-    """The pack cannot start or go on; the message says why and what to do."""
+    """The pack, or a read of a pack, cannot start or go on; the message says why and what to do."""
+
+
+class SourceError(PackError, ValueError):
+    """The source folder or list cannot be packed as it is (layout, splits, list rows)."""
+
+
+class ImageError(PackError, ValueError):
+    """An image or mask file that cannot be decoded, or is too large to decode safely."""
+
+
+class LabelError(PackError, ValueError):
+    """A class table, or a mask that does not fit its image or its class table."""
+
+
+class UnknownLabelError(PackError):
+    """With `--unknown-colors error`: a mask holds values outside the class table."""
+
+
+class ManifestError(PackError, ValueError):
+    """A missing, unreadable or incompatible dataset.json."""
+
+
+class RecordIOError(PackError, ValueError):
+    """A RecordIO file or record that is not what the format specifies."""
+
+
+class StorageError(PackError, OSError):
+    """A path or URL that cannot be read, listed or written as asked."""

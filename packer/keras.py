@@ -15,7 +15,7 @@ import numpy as np
 
 from . import order
 from .dataset import PackedDataset, Split
-from .records import record_bytes
+from .schema import record_bytes
 from .targets import Normalizer, one_hot_table
 
 

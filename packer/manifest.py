@@ -13,16 +13,13 @@ from pathlib import Path
 
 import numpy as np
 
+from .errors import ManifestError
 from .labels import ClassTable
-from .records import Field
-from .shardio import fsync_dir, tmp_path
+from .schema import Field
+from .storage.local import fsync_dir, tmp_path
 
 MANIFEST_NAME = "dataset.json"
 FORMAT_VERSION = 1
-
-
-class ManifestError(ValueError):
-    """A missing, unreadable or incompatible dataset.json."""
 
 
 def build(

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from . import manifest
 from .errors import PackError
-from .shardio import TMP_PREFIX
+from .storage.local import TMP_PREFIX
 
 PARTIAL_DIR = ".partial"
 LOCK_NAME = "lock"

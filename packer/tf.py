@@ -30,7 +30,7 @@ import tensorflow as tf
 
 from .dataset import Split, open_dataset
 from .formats import tfrecord
-from .records import Field
+from .schema import Field
 from .targets import Normalizer
 
 Decoder = Callable[[tf.Tensor], dict[str, tf.Tensor]]

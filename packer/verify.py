@@ -8,7 +8,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from . import manifest
-from .shardio import sha256_file
+from .storage.local import sha256_file
 
 
 def verify(root: str | os.PathLike, progress: bool = False) -> list[str]:

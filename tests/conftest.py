@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from packer.sample import make_classification, make_segmentation
+from packer.synthetic import make_classification, make_segmentation
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 

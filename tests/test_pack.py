@@ -13,7 +13,7 @@ from PIL import Image
 import packer
 from packer.api import PackError
 from packer.convert import UnknownLabelError
-from packer.sample import SHAPE_CLASSES, make_segmentation
+from packer.synthetic import SHAPE_CLASSES, make_segmentation
 from tests.conftest import manifest_hashes
 
 COLOR_TO_CLASS = {color: i for i, (_, color) in enumerate(SHAPE_CLASSES)}

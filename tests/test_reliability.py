@@ -18,7 +18,7 @@ from PIL import Image
 import packer
 from packer.errors import PackError
 from packer.formats import FORMATS
-from packer.sample import make_segmentation
+from packer.synthetic import make_segmentation
 from tests.conftest import manifest_hashes
 from tests.corpus import BLUE, GREEN, RED, exif_rotated_jpeg, write_classification_corpus
 

@@ -5,10 +5,10 @@ A format module provides:
 - `OPTIONS`: its pack options and their defaults (e.g. `{"compression": None}`), recorded in
   the manifest; `check_options(options)` raises ValueError for a value it cannot honour.
 - `ChunkWriter(part_dir, task, fields, options)`: `write(record)` appends one sample (a dict
-  field name -> array) for the chunk `task` (a plan.ChunkTask: shard, chunk number, first
+  field name -> array) for the chunk `task` (a `ChunkPosition`: shard, chunk number, first
   record) to its part file(s); `close()`. Runs in a worker.
 - `finalize(job: ShardJob) -> list[FileInfo]`: joins the parts of `job.chunks` (chunk
-  numbers, in order) into the shard's final files, atomically (`shardio.write_atomic`), and
+  numbers, in order) into the shard's final files, atomically (`storage.write_atomic`), and
   removes the parts. Runs in a worker.
 - `open_shard(root, split, shard, fields, options) -> ShardReader`: random access for the
   NumPy readers; `ShardReader.read_into(local, out)` copies records `local` (sorted indices
@@ -23,8 +23,9 @@ import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Protocol
 
-from ..records import Field
+from ..schema import Field
 
 KNOWN = ("npy", "tfrecord", "recordio")
 FORMATS = tuple(n for n in KNOWN if importlib.util.find_spec(f"packer.formats.{n}") is not None)
@@ -35,6 +36,14 @@ def get(name: str) -> ModuleType:
     if name not in FORMATS:
         raise ValueError(f"unknown format {name!r}; choose one of {', '.join(FORMATS)}")
     return importlib.import_module(f"packer.formats.{name}")
+
+
+class ChunkPosition(Protocol):
+    """Where a chunk's records go: what a ChunkWriter needs of the packing side's task."""
+
+    shard: str  # shard name, e.g. train-00000-of-00003
+    chunk: int  # the chunk's number within its shard
+    start: int  # the shard-local index of the chunk's first record
 
 
 def part_path(part_dir, shard: str, chunk: int, suffix: str):

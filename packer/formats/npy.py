@@ -13,9 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..plan import ChunkTask
-from ..records import Field
-from ..shardio import (
+from ..schema import Field
+from ..storage.local import (
     COPY_BLOCK,
     FileInfo,
     advise_willneed,
@@ -23,7 +22,7 @@ from ..shardio import (
     sha256_file,
     start_writeback,
 )
-from . import ShardJob, part_path
+from . import ChunkPosition, ShardJob, part_path
 
 HEADER_BYTES = 128
 MAGIC = b"\x93NUMPY\x01\x00"
@@ -60,7 +59,7 @@ class ChunkWriter:
     """
 
     def __init__(
-        self, part_dir: Path, task: ChunkTask, fields: Sequence[Field], options: dict
+        self, part_dir: Path, task: ChunkPosition, fields: Sequence[Field], options: dict
     ) -> None:
         self.count = 0
         self.start = task.start

@@ -20,10 +20,10 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from ..plan import ChunkTask
-from ..records import Field
-from ..shardio import FileInfo, write_atomic
-from . import ShardJob, part_path
+from ..errors import RecordIOError
+from ..schema import Field
+from ..storage.local import FileInfo, write_atomic
+from . import ChunkPosition, ShardJob, part_path
 
 MAGIC = 0xCED7230A
 MAGIC_BYTES = MAGIC.to_bytes(4, "little")
@@ -45,10 +45,6 @@ OPTIONS: dict = {"encoding": "raw", "quality": 95}
 
 IRHeader = namedtuple("IRHeader", ["flag", "label", "id", "id2"])
 IRHeader.__doc__ = "MXNet's record header; `label` is a float32 array when flag > 0."
-
-
-class RecordIOError(ValueError):
-    """Corrupt or foreign RecordIO data; the message names the file, the record and the byte."""
 
 
 def check_options(options: dict) -> None:
@@ -390,7 +386,7 @@ class ChunkWriter:
     """Frames each sample as one record (placeholder id) into the chunk's part file."""
 
     def __init__(
-        self, part_dir: Path, task: ChunkTask, fields: Sequence[Field], options: dict
+        self, part_dir: Path, task: ChunkPosition, fields: Sequence[Field], options: dict
     ) -> None:
         self.fields = {f.name: f for f in fields}
         self.encoding = options["encoding"]

@@ -20,10 +20,9 @@ from pathlib import Path
 import crc32c
 import numpy as np
 
-from ..plan import ChunkTask
-from ..records import Field
-from ..shardio import FileInfo, write_atomic
-from . import ShardJob, part_path
+from ..schema import Field
+from ..storage.local import FileInfo, write_atomic
+from . import ChunkPosition, ShardJob, part_path
 
 OPTIONS: dict = {"compression": "none", "index": False}
 COMPRESSIONS = ("none", "gzip")
@@ -196,7 +195,7 @@ class ChunkWriter:
     """Appends one framed Example per record to the chunk's part file (a gzip member if asked)."""
 
     def __init__(
-        self, part_dir: Path, task: ChunkTask, fields: Sequence[Field], options: dict
+        self, part_dir: Path, task: ChunkPosition, fields: Sequence[Field], options: dict
     ) -> None:
         self.fields = fields
         self._raw = part_path(part_dir, task.shard, task.chunk, "records").open("wb")

@@ -1,6 +1,6 @@
 """Synthetic datasets: the sample `make sample` packs, and the fixtures the tests build.
 
-`python -m packer.sample DIR` writes a small segmentation set (`train/` + `train_labels/`,
+`python -m packer.synthetic DIR` writes a small segmentation set (`train/` + `train_labels/`,
 `val/` + `val_labels/`, colour-coded masks, `class_dict.csv`) of shapes on textured ground.
 """
 
@@ -95,7 +95,7 @@ def make_classification(
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python -m packer.sample DIR", file=sys.stderr)
+        print("usage: python -m packer.synthetic DIR", file=sys.stderr)
         return 2
     root = make_segmentation(Path(argv[0]), {"train": 48, "val": 16})
     print(f"sample dataset written to {root} (48 train + 16 val scenes, 4 classes)")

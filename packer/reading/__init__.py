@@ -1,0 +1,1 @@
+"""Reading packs: manifest view, batch reads, epoch orders, NumPy batches, worker pipelines."""
