@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
 from pathlib import Path, PurePosixPath
 
+from ..errors import SourceError
+
 IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff"})
 LAYOUTS = ("auto", "class-folders", "mask-folders", "list")
 SPLIT_NAMES = frozenset({"train", "training", "val", "valid", "validation", "test", "testing"})
@@ -74,10 +76,6 @@ class SourceScan:
     rejected: list[Rejection]
     split_source: str
     notes: list[str]
-
-
-class SourceError(ValueError):
-    """The layout cannot be detected or the options contradict it; the message says what to pass."""
 
 
 @dataclass
