@@ -1,17 +1,16 @@
-"""Source scanning as a package: its one module for now, split into modules by job next."""
+"""Find the samples of an image dataset from file names alone: class folders, mask folders, lists.
 
-from .detect import (
-    IMAGE_EXTENSIONS,
-    LAYOUTS,
-    SPLIT_NAMES,
-    Rejection,
-    Sample,
-    SourceError,
-    SourceScan,
-    assign_split,
-    parse_split_spec,
-    scan,
-)
+`scan` detects the layout, pairs masks with images, assigns splits and explains every input it
+leaves out. It never opens an image (decoding is the packer's job), and all its filesystem
+access goes through `walk`, the one module to change for sources stored elsewhere.
+"""
+
+from __future__ import annotations
+
+from ..errors import SourceError
+from .detect import LAYOUTS, scan
+from .model import IMAGE_EXTENSIONS, Rejection, Sample, SourceScan
+from .splits import SPLIT_NAMES, assign_split, parse_split_spec
 
 __all__ = [
     "IMAGE_EXTENSIONS",

@@ -1,0 +1,118 @@
+"""What a scan produces and shares between its layouts: samples, rejections, the folder tree.
+
+The public results (`Sample`, `Rejection`, `SourceScan`) and the in-memory forms every layout
+module reads and fills (`Folder`, `Tree`, `Item`, `Found`), with the name helpers they share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff"})
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One input to pack: an image and its mask (segmentation) or class index (classification)."""
+
+    image: str
+    split: str
+    mask: str | None = None
+    label: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """An input that will not be packed, and why, so a dry run can tell the user."""
+
+    path: str
+    reason: str
+
+
+@dataclass
+class SourceScan:
+    """Everything the packer needs to know about a source before decoding anything."""
+
+    root: Path
+    layout: str
+    task: str
+    samples: list[Sample]
+    class_names: list[str] | None
+    rejected: list[Rejection]
+    split_source: str
+    notes: list[str]
+
+
+@dataclass
+class Folder:
+    """The visible children of one folder, names sorted."""
+
+    dirs: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+
+
+# Every folder walked, by POSIX path relative to the walk's top ("" is the top itself).
+Tree = dict[str, Folder]
+
+# (image, split, mask, label) before the split policy, split "" meaning "not in a split
+# folder"; plain tuples keep a million samples cheap until the scan builds the Samples.
+Item = tuple[str, str, str | None, int | None]
+
+
+@dataclass
+class Found:
+    """What a layout found: its samples as Items, plus everything a dry run reports."""
+
+    layout: str
+    task: str
+    looked_for: str
+    items: list[Item] = field(default_factory=list)
+    class_names: list[str] | None = None
+    rejected: list[Rejection] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    split_origin: str = "split folders"
+    class_dirs: list[list[str]] = field(default_factory=list)  # per split, sibling class folders
+
+
+def folders(
+    tree: Tree, top: str, prune: set[str] | frozenset[str] = frozenset()
+) -> Iterator[tuple[str, list[str]]]:
+    """Yield (folder, file names) for top and every folder below it, skipping pruned ones."""
+    stack = [top]
+    while stack:
+        rel = stack.pop()
+        node = tree.get(rel)
+        if node is None:
+            continue
+        yield rel, node.files
+        children = (join(rel, name) for name in reversed(node.dirs))
+        stack.extend(child for child in children if child not in prune)
+
+
+def join(folder: str, name: str) -> str:
+    """Join relative POSIX paths where "" is the root."""
+    return f"{folder}/{name}" if folder and name else folder or name
+
+
+def ext(name: str) -> str:
+    """Lower-case extension with its dot, "" when there is none."""
+    dot = name.rfind(".")
+    return name[dot:].lower() if dot > 0 else ""
+
+
+def stem(name: str) -> str:
+    """File name without its last extension."""
+    dot = name.rfind(".")
+    return name[:dot] if dot > 0 else name
+
+
+def is_image(name: str) -> bool:
+    """Whether a file name has an image extension (any case); inlined for speed."""
+    return name[name.rfind(".") :].lower() in IMAGE_EXTENSIONS
+
+
+def not_image(rel: str, name: str) -> Rejection:
+    """The rejection of a non-image file found where images belong."""
+    return Rejection(rel, f"not an image file type ({ext(name) or 'no extension'})")
