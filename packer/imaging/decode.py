@@ -61,6 +61,7 @@ import PIL
 import pyspng
 from PIL import ExifTags, Image
 
+from .errors import ImageError
 from .headers import Header, png_chunks, png_crc_matches, read_header
 
 RESIZE_MODES = ("fill", "fit", "stretch", "none")
@@ -109,10 +110,6 @@ _ORIENTATIONS = {
 _TO_RGB_MODES = frozenset({"P", "PA", "RGBA", "RGBa", "RGBX", "CMYK", "YCbCr"})
 _TO_L_MODES = frozenset({"1", "LA"})
 _UINT16_MODES = frozenset({"I;16", "I;16L", "I;16B", "I;16N"})
-
-
-class ImageError(ValueError):
-    """An input that cannot become a correct sample; str(exc) is the precise human reason."""
 
 
 @dataclass(frozen=True)
