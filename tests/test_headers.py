@@ -1,4 +1,4 @@
-"""packer.headers: the fast JPEG/PNG header reader gives Pillow's answers, or none at all."""
+"""packer.imaging.headers: the fast JPEG/PNG header read gives Pillow's answers, or none."""
 
 from __future__ import annotations
 
@@ -10,18 +10,16 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from packer.headers import Header, read_header
-from packer.imaging import ImageError, _open_header, _orientation, load_image
+from packer.imaging import Header, ImageError, decode_image, pillow_header, read_header
 
 from .corpus import encoded, png_chunk
 
 ORIENTATION = 0x0112
 
 
-def pillow_header(data: bytes) -> Header:
+def pillow_answer(data: bytes) -> Header:
     """What the converter used before: Pillow's lazy open and its EXIF orientation."""
-    image = _open_header(data, 1 << 40)
-    return Header(image.format, image.size, _orientation(image))
+    return pillow_header(data, 1 << 40)[0]
 
 
 def picture(width: int = 48, height: int = 32) -> Image.Image:
@@ -88,7 +86,7 @@ def test_jpeg_exif_orientation_matches_pillow(order, orientation):
     tiff = tiff_block(order, [(0x010F, 3, 1, 7), (ORIENTATION, 3, 1, orientation)])
     data = jpeg_with_app1(b"Exif\x00\x00" + tiff)
     header = read_header(data)
-    assert header == pillow_header(data)
+    assert header == pillow_answer(data)
     assert header.orientation == (orientation if 1 <= orientation <= 8 else 1)
     assert header.size == (48, 32)
 
@@ -101,7 +99,7 @@ def test_pillow_written_exif_and_progressive_jpegs_match_pillow():
         encoded(picture(50, 20), "JPEG", progressive=True),
         encoded(picture(50, 20).convert("L"), "JPEG"),
     ):
-        assert read_header(data) == pillow_header(data)
+        assert read_header(data) == pillow_answer(data)
 
 
 def test_jpeg_without_exif_is_upright():
@@ -126,7 +124,7 @@ def test_xmp_is_left_to_pillow():
     xmp = b'http://ns.adobe.com/xap/1.0/\x00<x:xmpmeta tiff:Orientation="6"/>'
     data = jpeg_with_app1(xmp)
     assert read_header(data) is None
-    assert pillow_header(data).orientation == 6
+    assert pillow_answer(data).orientation == 6
 
 
 def test_damaged_headers_give_no_answer():
@@ -138,7 +136,7 @@ def test_damaged_headers_give_no_answer():
     reserved = data[:2] + b"\xff\x05\x00\x04ab" + data[2:]
     assert read_header(reserved) is None  # a reserved marker: Pillow refuses the file
     with pytest.raises(ImageError, match="header is damaged"):
-        pillow_header(reserved)
+        pillow_answer(reserved)
 
 
 def test_png_header_matches_pillow_for_every_mode():
@@ -149,9 +147,9 @@ def test_png_header_matches_pillow_for_every_mode():
         picture().convert("RGBA"),
     ):
         data = encoded(image, "PNG")
-        assert read_header(data) == pillow_header(data) == Header("PNG", (48, 32), 1)
+        assert read_header(data) == pillow_answer(data) == Header("PNG", (48, 32), 1)
     grey16 = encoded(Image.fromarray(np.full((5, 7), 40000, np.uint16)), "PNG")
-    assert read_header(grey16) == pillow_header(grey16) == Header("PNG", (7, 5), 1)
+    assert read_header(grey16) == pillow_answer(grey16) == Header("PNG", (7, 5), 1)
 
 
 def test_png_exif_chunk_is_left_to_pillow():
@@ -159,7 +157,7 @@ def test_png_exif_chunk_is_left_to_pillow():
     exif[ORIENTATION] = 8
     data = encoded(picture(), "PNG", exif=exif)
     assert read_header(data) is None
-    assert pillow_header(data).orientation == 8
+    assert pillow_answer(data).orientation == 8
 
 
 def test_png_with_an_invalid_bit_depth_is_left_to_pillow():
@@ -168,7 +166,7 @@ def test_png_with_an_invalid_bit_depth_is_left_to_pillow():
     damaged = data[:8] + ihdr + data[33:]
     assert read_header(damaged) is None
     with pytest.raises(ImageError):
-        pillow_header(damaged)
+        pillow_answer(damaged)
 
 
 MPO = io.BytesIO()
@@ -218,15 +216,15 @@ def test_layouts_off_the_list_are_left_to_pillow(name):
 @pytest.mark.filterwarnings("ignore::UserWarning")  # Pillow on the cut-off EXIF value
 def test_declined_layouts_are_ones_pillow_reads_differently_or_refuses():
     """The cases above matter: each would be a wrong answer or a wrong acceptance."""
-    assert pillow_header(DECLINED["PNG tEXt keyed exif"]).orientation == 6
-    assert pillow_header(DECLINED["PNG second IHDR"]).size == (10, 20)
-    assert pillow_header(DECLINED["JPEG DHP before the scan"]).size == (20, 10)
-    assert pillow_header(DECLINED["JPEG second frame"]).size == (20, 10)
-    assert pillow_header(DECLINED["MPO"]).format == "MPO"
-    assert pillow_header(DECLINED["EXIF value past the end"]).orientation == 1
+    assert pillow_answer(DECLINED["PNG tEXt keyed exif"]).orientation == 6
+    assert pillow_answer(DECLINED["PNG second IHDR"]).size == (10, 20)
+    assert pillow_answer(DECLINED["JPEG DHP before the scan"]).size == (20, 10)
+    assert pillow_answer(DECLINED["JPEG second frame"]).size == (20, 10)
+    assert pillow_answer(DECLINED["MPO"]).format == "MPO"
+    assert pillow_answer(DECLINED["EXIF value past the end"]).orientation == 1
     for data in REFUSED_BY_PILLOW.values():
         with pytest.raises(ImageError):
-            pillow_header(data)
+            pillow_answer(data)
 
 
 def test_plain_layouts_get_pillows_answer():
@@ -243,22 +241,18 @@ def test_plain_layouts_get_pillows_answer():
         encoded(picture().convert("P"), "PNG"),
     ):
         header = read_header(data)
-        assert header is not None and header == pillow_header(data)
+        assert header is not None and header == pillow_answer(data)
 
 
-def test_load_image_reads_plain_headers_without_pillow(tmp_path, monkeypatch):
-    import packer.imaging
+def test_decode_image_reads_plain_headers_without_pillow(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("Pillow's open was called")
 
-    def refuse(*args):
-        raise AssertionError("Pillow's header parse was called")
-
-    monkeypatch.setattr(packer.imaging, "_open_header", refuse)
-    for name, data in (("a.jpg", encoded(picture(), "JPEG")), ("a.png", encoded(picture(), "PNG"))):
-        (tmp_path / name).write_bytes(data)
-        assert load_image(tmp_path / name, None).pixels.shape == (32, 48, 3)
-    (tmp_path / "a.gif").write_bytes(encoded(picture(), "GIF"))
-    with pytest.raises(AssertionError, match="Pillow's header parse"):
-        load_image(tmp_path / "a.gif", None)
+    monkeypatch.setattr(Image, "open", refuse)
+    for fmt in ("JPEG", "PNG"):
+        assert decode_image(encoded(picture(), fmt), None).pixels.shape == (32, 48, 3)
+    with pytest.raises(ImageError, match="Pillow's open was called"):
+        decode_image(encoded(picture(), "GIF"), None)
 
 
 def test_other_formats_are_left_to_pillow():
@@ -272,12 +266,10 @@ def test_png_without_idat_gives_no_answer():
     assert read_header(b"\x89PNG\r\n\x1a\n" + ihdr + png_chunk(b"IEND", b"")) is None
 
 
-def test_pillow_still_reads_what_the_fast_reader_declines(tmp_path):
+def test_pillow_still_reads_what_the_fast_reader_declines():
     """The converter falls back to Pillow: an over-limit JPEG is refused as before."""
-    path = tmp_path / "big.jpg"
-    path.write_bytes(encoded(picture(), "JPEG"))
     with pytest.raises(ImageError, match="over the limit of 1,000 pixels"):
-        load_image(path, None, max_pixels=1000)
+        decode_image(encoded(picture(), "JPEG"), None, max_pixels=1000)
 
 
 def test_what_pillow_refuses_in_a_header_gets_no_answer():
@@ -293,7 +285,7 @@ def test_what_pillow_refuses_in_a_header_gets_no_answer():
     for damaged in (short_table, twelve_bit, bad_crc):
         assert read_header(damaged) is None
         with pytest.raises(ImageError):
-            pillow_header(damaged)
+            pillow_answer(damaged)
     assert read_header(extension) is None  # left to Pillow, which skips it
     assert read_header(png[:33] + background + png[33:]) == Header("PNG", (48, 32), 1)
 
@@ -347,5 +339,5 @@ def test_answers_on_randomly_damaged_headers_are_pillows():
             continue
         if header.size[0] * header.size[1] <= Image.MAX_IMAGE_PIXELS:  # above: Pillow decides
             answered += 1
-            assert header == pillow_header(bytes(data)), bytes(data[:80]).hex()
+            assert header == pillow_answer(bytes(data)), bytes(data[:80]).hex()
     assert answered > 400

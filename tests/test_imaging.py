@@ -22,6 +22,8 @@ from packer.imaging import (
     Placement,
     area_resize,
     backend_versions,
+    decode_image,
+    decode_mask,
     load_image,
     load_mask,
     pad_to_canvas,
@@ -160,7 +162,30 @@ def test_geometry_rejects_bad_settings(kwargs):
         Geometry(**kwargs)
 
 
-# -- load_image: output contract, formats and modes ------------------------------------------
+# -- decode_image / load_image: output contract, formats and modes ---------------------------
+
+
+def test_bytes_and_path_entry_points_agree(tmp_path):
+    """load_image / load_mask only read the file: decoding its bytes gives the same result."""
+    image_path = save(Image.fromarray(gradient(200, 150)), tmp_path / "g.jpg", quality=90)
+    for geometry in (None, Geometry((64, 48)), Geometry((60, 60), "fit")):
+        from_path = load_image(image_path, geometry)
+        from_bytes = decode_image(image_path.read_bytes(), geometry)
+        assert np.array_equal(from_bytes.pixels, from_path.pixels)
+        assert from_bytes.backend == from_path.backend
+        assert from_bytes.placement == from_path.placement
+        assert from_bytes.source_size == from_path.source_size
+    palette = Image.fromarray(blocks(40, 30, (5, 5)), "P")
+    palette.putpalette(COLOURS.ravel().tolist())
+    mask_path = save(palette, tmp_path / "m.png")
+    from_path, from_bytes = load_mask(mask_path), decode_mask(mask_path.read_bytes())
+    assert np.array_equal(from_bytes.values, from_path.values)
+    assert np.array_equal(from_bytes.palette, from_path.palette)
+    assert (
+        (from_bytes.kind, from_bytes.size)
+        == (from_path.kind, from_path.size)
+        == ("palette", (40, 30))
+    )
 
 
 def test_pure_red_png_stays_red_rgb_uint8(tmp_path):
@@ -465,11 +490,21 @@ def _flipped_pixel_byte() -> bytes:
 
 
 def test_bad_files_raise_image_error_with_reason(tmp_path):
+    loaders = (
+        (
+            lambda p: load_image(p, Geometry((32, 32))),
+            lambda d: decode_image(d, Geometry((32, 32))),
+        ),
+        (load_mask, decode_mask),
+    )
     for name, (path, words) in _bad_files(tmp_path).items():
-        for loader in (lambda p: load_image(p, Geometry((32, 32))), load_mask):
+        for from_path, from_bytes in loaders:
             with pytest.raises(ImageError, match=words) as caught:
-                loader(path)
+                from_path(path)
             assert str(caught.value), name
+            with pytest.raises(ImageError) as from_data:
+                from_bytes(path.read_bytes())
+            assert str(from_data.value) == str(caught.value), name
     with pytest.raises(ImageError, match="cannot read"):
         load_image(tmp_path / "missing.png", None)
 
