@@ -14,15 +14,11 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from .imaging import MaskPixels
+from .errors import LabelError
 
 CLASS_DICT_NAMES = ("class_dict.csv",)
 NAMES_FILE_NAMES = ("class_names.txt", "classes.txt", "labels.txt")
 UNKNOWN_REPORT_LIMIT = 8  # distinct unknown values listed per file
-
-
-class LabelError(ValueError):
-    """A class table or mask that cannot be mapped; the message says what and where."""
 
 
 @dataclass(frozen=True)
@@ -147,13 +143,14 @@ class LabelMapper:
         self.num_classes = len(table) if table is not None else None
         self._color_lut: np.ndarray | None = None
 
-    def map(self, mask: MaskPixels, values: np.ndarray) -> MappedMask:
-        """Map `values` (the mask's raw values) according to the mask's kind."""
-        if mask.kind == "color":
+    def map(self, values: np.ndarray, kind: str, palette: np.ndarray | None = None) -> MappedMask:
+        """Map a mask's raw `values` by their `kind`: "index" (class ids), "palette" (indices
+        into `palette`, an (N, 3) uint8 RGB table) or "color" ((H, W, 3) uint8 RGB)."""
+        if kind == "color":
             return self._map_colors(values)
-        if mask.kind == "palette" and self.table is not None and self.table.has_colors:
-            palette_ids = self._palette_ids(mask.palette)
-            return self._map_through(palette_ids, values, lambda v: _palette_key(mask.palette, v))
+        if kind == "palette" and self.table is not None and self.table.has_colors:
+            palette_ids = self._palette_ids(palette)
+            return self._map_through(palette_ids, values, lambda v: _palette_key(palette, v))
         return self._map_indices(values)
 
     def _map_indices(self, values: np.ndarray) -> MappedMask:
