@@ -1,7 +1,8 @@
-"""`packer.pack`: source -> samples -> plan -> shard tasks -> writers -> manifest.
+"""The plan: everything decided before any pixel is decoded (what `--dry-run` shows).
 
-This module orchestrates; the pieces (sources, labels, imaging, plan, convert, engine,
-outdir, manifest) each do one job.
+Samples are ordered by a seeded shuffle and cut into shards and chunk tasks. The plan depends
+only on the sources, the options and the record size, never on `--workers` or the engine,
+which is what makes shards byte-identical however and wherever they are written.
 """
 
 from __future__ import annotations
@@ -9,30 +10,46 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import time
+import random
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import __version__, engine, formats, manifest, outdir
-from .convert import ChunkResult, FinalizeTask, PackConfig, cpu_count
-from .dataset import PackedDataset, open_dataset
-from .errors import PackError
-from .imaging import DEFAULT_MAX_PIXELS, Geometry, backend_versions, load_image
-from .labels import ClassTable, find_class_table, mask_dtype, read_class_table
-from .plan import ChunkTask, ShardPlan, chunk_tasks, plan_shards
-from .schema import fields_for, record_bytes
-from .sources import SourceScan, scan
+from .. import formats
+from ..errors import PackError
+from ..imaging import DEFAULT_MAX_PIXELS, Geometry, decode_image
+from ..labels import ClassTable, find_class_table, mask_dtype, read_class_table
+from ..schema import fields_for, record_bytes
+from ..sources import Sample, SourceScan, scan
+from .convert import PackConfig, read_source
+from .tasks import ChunkTask, ShardTask
 
 DEFAULT_SHARD_BYTES = 256 * 1000 * 1000
+CHUNK_BYTES = 8 << 20  # one worker task writes about this much; small enough to balance 2 cores
+MAX_CHUNK_SAMPLES = 256
 # Part of every fingerprint: raise it when the same options and sources would give other bytes
 # or statistics, so that a pack is never resumed across that change (2: channel statistics
 # sample ~32 centred rows per image).
 CONVERTER_REVISION = 2
 
 
+@dataclass(frozen=True)
+class ShardPlan:
+    """One shard: its split, position and the samples it will hold, in order."""
+
+    split: str
+    index: int
+    total: int
+    samples: tuple[Sample, ...]
+
+    @property
+    def name(self) -> str:
+        return f"{self.split}-{self.index:05d}-of-{self.total:05d}"
+
+
 @dataclass
 class PackPlan:
-    """Everything decided before any pixel is decoded (what `--dry-run` shows)."""
+    """Sources, classes, shapes, shards and the output folder of one pack."""
 
     scan: SourceScan
     out: Path
@@ -46,6 +63,51 @@ class PackPlan:
     @property
     def record_bytes(self) -> int:
         return record_bytes(self.config.fields)
+
+    def shard_tasks(self, skip: set[str] | frozenset[str] = frozenset()) -> list[ShardTask]:
+        """The shards to write (all but those named in `skip`), each cut into chunk tasks."""
+        return [
+            ShardTask(s.name, s.split, self.fingerprint, tuple(chunk_tasks(s, self.record_bytes)))
+            for shards in self.shards.values()
+            for s in shards
+            if s.name not in skip
+        ]
+
+
+def shuffled(samples: Sequence[Sample], seed: int, split: str) -> list[Sample]:
+    """Samples of one split in a seeded order, so each shard mixes classes and folders."""
+    ordered = sorted(samples, key=lambda s: s.image)
+    digest = hashlib.sha256(f"{seed}/{split}".encode()).digest()
+    random.Random(int.from_bytes(digest[:8], "little")).shuffle(ordered)
+    return ordered
+
+
+def plan_shards(
+    samples: Iterable[Sample], seed: int, record_bytes: int, shard_bytes: int
+) -> dict[str, list[ShardPlan]]:
+    """Split samples by split, order each split, and cut it into shards of at most `shard_bytes`."""
+    by_split: dict[str, list[Sample]] = {}
+    for sample in samples:
+        by_split.setdefault(sample.split, []).append(sample)
+    per_shard = max(1, shard_bytes // max(1, record_bytes))
+    plans: dict[str, list[ShardPlan]] = {}
+    for split in sorted(by_split):
+        ordered = shuffled(by_split[split], seed, split)
+        total = -(-len(ordered) // per_shard)
+        plans[split] = [
+            ShardPlan(split, i, total, tuple(ordered[i * per_shard : (i + 1) * per_shard]))
+            for i in range(total)
+        ]
+    return plans
+
+
+def chunk_tasks(shard: ShardPlan, record_bytes: int) -> list[ChunkTask]:
+    """Cut a shard into worker tasks; chunk boundaries never change the bytes written."""
+    size = max(1, min(MAX_CHUNK_SAMPLES, CHUNK_BYTES // max(1, record_bytes)))
+    return [
+        ChunkTask(shard.name, shard.split, n, start, shard.samples[start : start + size])
+        for n, start in enumerate(range(0, len(shard.samples), size))
+    ]
 
 
 def default_out(src: str | os.PathLike, fmt: str) -> Path:
@@ -180,7 +242,7 @@ def _output_size(found: SourceScan, size, notes: list[str]) -> tuple[int, int]:
     if size is not None:
         return (int(size[0]), int(size[1]))
     first = found.samples[0].image
-    width, height = load_image(found.root / first, None).source_size
+    width, height = decode_image(read_source(str(found.root / first)), None).source_size
     notes.append(f"no --size given: using {width}x{height}, the size of {first}")
     return (width, height)
 
@@ -193,139 +255,3 @@ def _fingerprint(options: dict, found: SourceScan) -> str:
     for s in found.samples:
         digest.update(f"{s.split}\0{s.image}\0{s.mask}\0{s.label}\n".encode())
     return digest.hexdigest()
-
-
-def pack(
-    src: str | os.PathLike,
-    out: str | os.PathLike | None = None,
-    format: str = "npy",
-    size: tuple[int, int] | int | None = None,
-    *,
-    workers: int | None = None,
-    overwrite: bool = False,
-    progress: bool = False,
-    strict: bool = False,
-    max_rejects: int | None = None,
-    **options,
-) -> PackedDataset:
-    """Pack SRC into OUT and return the opened dataset; resumes an interrupted pack of the same."""
-    plan = make_plan(src, out, format, size, **options)
-    execute(plan, workers, overwrite, progress, strict, max_rejects)
-    return open_dataset(plan.out)
-
-
-def execute(
-    plan: PackPlan,
-    workers: int | None = None,
-    overwrite: bool = False,
-    progress: bool = False,
-    strict: bool = False,
-    max_rejects: int | None = None,
-) -> dict:
-    """Run a plan: lock and prepare OUT, pack the missing shards, write the manifest.
-
-    `strict` stops at the first rejected input, `max_rejects` once more than that many are
-    rejected. Whatever stops a pack (those limits, a full disk, Ctrl-C) leaves the finished
-    shards in place and no temporary files, so the same command resumes it.
-    """
-    if not plan.scan.samples:
-        raise PackError(f"{plan.scan.root}: nothing to pack")
-    limit = 0 if strict else max_rejects
-    rejected = [{"path": r.path, "reason": r.reason} for r in plan.scan.rejected]
-    _check_rejects(rejected, limit)
-    out = plan.out
-    out.mkdir(parents=True, exist_ok=True)
-    with outdir.exclusive(out):
-        try:
-            if not outdir.prepare(out, plan.fingerprint, overwrite):
-                return manifest.read(out) | {"up_to_date": True}
-            data = _pack_missing(plan, workers or cpu_count(), progress, rejected, limit)
-        except BaseException as exc:
-            outdir.remove_temporaries(out)
-            if outdir.is_out_of_space(exc):
-                raise PackError(
-                    f"no space left for {out} ({exc.strerror}); finished shards are kept: "
-                    "free space and run the same command again to resume"
-                ) from exc
-            raise
-        manifest.write(out, data)
-        outdir.clear_partial(out)
-    return data
-
-
-def _check_rejects(rejected: list[dict], limit: int | None) -> None:
-    """Stop once more inputs were rejected than `limit` allows (None: no limit)."""
-    if limit is not None and len(rejected) > limit:
-        shown = "; ".join(f"{r['path']}: {r['reason']}" for r in rejected[:5])
-        raise PackError(
-            f"{len(rejected)} input(s) rejected, more than the {limit} allowed "
-            f"(--strict / --max-rejects): {shown}"
-        )
-
-
-def _pack_missing(
-    plan: PackPlan, workers: int, progress: bool, rejected: list[dict], limit: int | None
-) -> dict:
-    """Pack the shards no earlier run finished and build the manifest from all receipts."""
-    out = plan.out
-    started = time.perf_counter()
-    done = outdir.finished_receipts(out, plan.fingerprint)
-    todo = {
-        s.name: chunk_tasks(s, plan.record_bytes)
-        for shards in plan.shards.values()
-        for s in shards
-        if s.name not in done
-    }
-    seen = rejected + [x for r in done.values() for x in r["rejected"]]
-
-    def on_chunk(result: ChunkResult) -> None:
-        seen.extend(result.rejected)
-        _check_rejects(seen, limit)
-
-    _check_rejects(seen, limit)
-    receipts = engine.run(
-        plan.config,
-        todo,
-        lambda name, results: FinalizeTask(
-            name, _split_of(todo[name]), plan.fingerprint, engine.ordered_chunks(results)
-        ),
-        workers,
-        sum(len(c.samples) for chunks in todo.values() for c in chunks),
-        progress,
-        on_chunk,
-    )
-    receipts += list(done.values())
-    return manifest.build(
-        fmt=plan.config.format,
-        task=plan.scan.task,
-        fields=plan.config.fields,
-        table=plan.table or _table_from_counts(receipts, plan.config.ignore_index),
-        receipts=receipts,
-        options=plan.options,
-        fingerprint=plan.fingerprint,
-        source={
-            "root": str(plan.scan.root),
-            "layout": plan.scan.layout,
-            "split_source": plan.scan.split_source,
-        },
-        run={
-            "packer_version": __version__,
-            "workers": workers,
-            "seconds": round(time.perf_counter() - started, 3),
-            "resumed_shards": len(done),
-            "libraries": backend_versions(),
-        },
-        rejected=rejected,
-    )
-
-
-def _split_of(chunks: list[ChunkTask]) -> str:
-    return chunks[0].split
-
-
-def _table_from_counts(receipts: list[dict], ignore_index: int) -> ClassTable:
-    """Without a class table, classes are the indices that occur (0..max), named class_N."""
-    seen = {int(k) for r in receipts for k in r["class_counts"]} - {ignore_index}
-    return ClassTable.from_names(
-        [f"class_{i}" for i in range(max(seen, default=-1) + 1)], "mask values"
-    )

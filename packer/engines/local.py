@@ -1,0 +1,122 @@
+"""The local engine: a process pool on this machine, its workers writing to the shared disk.
+
+Workers are forked when the parent has no threads-heavy framework loaded (fast start), else
+spawned, so a pack started from a TensorFlow script never forks TensorFlow's threads. Each
+worker ignores Ctrl-C (the parent decides how a pack stops and kills them itself), dies with
+the parent and runs OpenCV on one thread (the pool is the parallelism).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+import types
+from collections.abc import Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from typing import Any
+
+import cv2
+
+from ..storage.local import libc
+from . import cpu_count
+
+_FORK_UNSAFE = ("tensorflow", "torch", "jax", "keras")
+_PR_SET_PDEATHSIG = 1
+
+_converter: Any = None  # this worker process's converter, set by _init_worker
+
+
+def start_method() -> str:
+    """'fork' when it is safe (Linux, one thread, no framework loaded), else 'spawn'."""
+    if sys.platform != "linux" or threading.active_count() > 1:
+        return "spawn"
+    if any(name in sys.modules for name in _FORK_UNSAFE):
+        return "spawn"
+    return "fork"
+
+
+class LocalEngine:
+    """`workers` processes on this machine."""
+
+    name = "local"
+    shares_disk = True
+
+    def __init__(self, workers: int | None = None) -> None:
+        self.workers = workers or cpu_count()
+        self._pool: ProcessPoolExecutor | None = None
+        self._spawned = False
+
+    def start(self, converter: Any) -> None:
+        context = multiprocessing.get_context(start_method())
+        self._spawned = context.get_start_method() != "fork"
+        self._pool = ProcessPoolExecutor(
+            self.workers,
+            mp_context=context,
+            initializer=_init_worker,
+            initargs=(converter, os.getpid()),
+        )
+
+    def submit(self, method: str, *args: Any) -> Future:
+        assert self._pool is not None, "start() the engine first"
+        # The first submits start the worker processes: hide the caller's script from them.
+        with _main_hidden(self._spawned):
+            return self._pool.submit(_call, method, *args)
+
+    def stop(self, cancel: bool = False) -> None:
+        if self._pool is None:
+            return
+        if cancel:
+            _kill(self._pool)
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._pool = None
+
+
+def _init_worker(converter: Any, parent_pid: int) -> None:
+    """Per-process set-up: keep the converter, ignore Ctrl-C, die with the parent, one thread."""
+    global _converter
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent(parent_pid)
+    cv2.setNumThreads(1)
+    _converter = converter
+
+
+def _call(method: str, *args: Any) -> Any:
+    return getattr(_converter, method)(*args)
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Linux: ask for SIGKILL when the parent dies; exit now if it already has."""
+    try:
+        libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError, TypeError):
+        return
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+
+@contextlib.contextmanager
+def _main_hidden(hide: bool) -> Iterator[None]:
+    """Spawned workers re-import the caller's main script (and with it TensorFlow, in a
+    training script) unless `__main__` looks like no script while they start."""
+    if not hide:
+        yield
+        return
+    main = sys.modules["__main__"]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
+
+
+def _kill(pool: ProcessPoolExecutor) -> None:
+    """Stop every worker now, not after its current task (Python 3.14 has terminate_workers)."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    for process in processes:
+        process.kill()
+    for process in processes:
+        process.join(timeout=5)

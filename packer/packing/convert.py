@@ -1,0 +1,191 @@
+"""The work a converter does: decode, transform and write a chunk; finalise a shard.
+
+A `Converter` holds its whole configuration (small and picklable, no module globals), so any
+engine can ship it to its workers once and call its methods there. Each method takes a small
+task description and returns a small summary: pixels go from the source files to the shard
+files inside the worker and never through a pipe. This module must not import TensorFlow.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+from .. import formats, storage
+from ..errors import ImageError, LabelError, UnknownLabelError
+from ..imaging import Geometry, decode_image, decode_mask, pad_to_canvas, resample_mask
+from ..labels import ClassTable, LabelMapper
+from ..schema import Field
+from ..sources import Sample
+from . import stats, workdir
+from .tasks import ChunkResult, ChunkTask, ShardTask
+
+
+@dataclass(frozen=True)
+class PackConfig:
+    """Everything a worker needs to turn a chunk of samples into records (small, picklable)."""
+
+    root: str
+    out: str
+    format: str
+    task: str
+    geometry: Geometry
+    fields: tuple[Field, ...]
+    table: ClassTable | None
+    ignore_index: int
+    unknown_colors: str  # "ignore": map to ignore_index and report; "error": stop the pack
+    max_pixels: int
+    format_options: dict
+
+
+class SampleError(Exception):
+    """One input that cannot be packed: the file at fault and the precise reason."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+class Converter:
+    """Turns chunk tasks into part files and finished chunks into shards, per its config."""
+
+    def __init__(self, config: PackConfig) -> None:
+        self.config = config
+
+    def __getstate__(self) -> dict:
+        return {"config": self.config}  # the label lookup table is rebuilt where it is used
+
+    @cached_property
+    def mapper(self) -> LabelMapper | None:
+        """Mask value -> class id lookup, built on first use in each worker."""
+        mask_field = next((f for f in self.config.fields if f.name == "masks"), None)
+        if mask_field is None:
+            return None
+        return LabelMapper(self.config.table, self.config.ignore_index, np.dtype(mask_field.dtype))
+
+    @property
+    def out(self) -> Path:
+        return Path(self.config.out)
+
+    def pack_chunk(self, task: ChunkTask) -> ChunkResult:
+        """Decode and transform each sample of a ChunkTask, appending records to its parts."""
+        config = self.config
+        result = ChunkResult(task.shard, task.chunk)
+        part_dir = workdir.parts_dir(self.out)
+        storage.make_dirs(part_dir)
+        writer = formats.get(config.format).ChunkWriter(
+            part_dir, task, config.fields, config.format_options
+        )
+        try:
+            for sample in task.samples:
+                try:
+                    record, backend, unknown = self._make_record(sample)
+                except SampleError as exc:
+                    result.rejected.append({"path": exc.path, "reason": exc.reason})
+                    continue
+                if unknown:
+                    result.unknown.append({"path": sample.mask, "values": unknown})
+                    if config.unknown_colors == "error":
+                        found = ", ".join(f"{k} x {v} px" for k, v in unknown.items())
+                        raise UnknownLabelError(
+                            f"{sample.mask}: values not in the class table: {found}"
+                        )
+                writer.write(record)
+                result.kept.append([sample.image, sample.mask])
+                result.stats.add(record, backend)
+        finally:
+            writer.close()
+        return result
+
+    def finalize_shard(self, task: ShardTask, results: list[ChunkResult]) -> dict:
+        """Join the chunk parts into the shard's files, atomically, and write its receipt last.
+
+        `results` are the shard's chunk results, in any order.
+        """
+        config = self.config
+        out = self.out
+        storage.make_dirs(out / task.split)
+        results = sorted(results, key=lambda r: r.chunk)
+        kept = [s for c in results for s in c.kept]
+        files = formats.get(config.format).finalize(
+            formats.ShardJob(
+                out,
+                task.shard,
+                task.split,
+                tuple(c.chunk for c in results),
+                config.fields,
+                workdir.parts_dir(out),
+                config.format_options,
+                tuple(tuple(s) for s in kept),
+            )
+        )
+        sources_path = out / task.split / f"{task.shard}.sources.json"
+        files.append(
+            storage.write_atomic(
+                sources_path, out, b"", [json.dumps(kept, ensure_ascii=False).encode()]
+            )
+        )
+        receipt = {
+            "name": task.shard,
+            "split": task.split,
+            "fingerprint": task.fingerprint,
+            "count": len(kept),
+            "files": [f.to_json() for f in files],
+            **stats.merge([c.stats for c in results]),
+            "rejected": [r for c in results for r in c.rejected],
+            "unknown": [u for c in results for u in c.unknown],
+        }
+        storage.make_dirs(workdir.receipts_dir(out))
+        storage.write_atomic(
+            workdir.receipts_dir(out) / f"{task.shard}.json",
+            out,
+            b"",
+            [json.dumps(receipt).encode()],
+        )
+        return receipt
+
+    def pack_shard(self, task: ShardTask) -> tuple[dict, list[ChunkResult]]:
+        """Write every chunk of a shard, then finalise it: one task, one worker."""
+        results = [self.pack_chunk(chunk) for chunk in task.chunks]
+        return self.finalize_shard(task, results), results
+
+    def _make_record(self, sample: Sample) -> tuple[dict[str, np.ndarray], str, dict]:
+        """One sample's arrays: the transformed image and its label or its mapped, aligned mask."""
+        config = self.config
+        try:
+            data = read_source(os.path.join(config.root, sample.image))
+            image = decode_image(data, config.geometry, max_pixels=config.max_pixels)
+        except (ImageError, OSError) as exc:
+            raise SampleError(sample.image, str(exc)) from exc
+        if sample.mask is None:
+            return {"images": image.pixels, "labels": np.int32(sample.label)}, image.backend, {}
+        try:
+            data = read_source(os.path.join(config.root, sample.mask))
+            mask = decode_mask(data, max_pixels=config.max_pixels)
+            if mask.size != image.source_size:
+                raise LabelError(
+                    f"mask is {mask.size[0]}x{mask.size[1]} pixels but its image {sample.image} "
+                    f"is {image.source_size[0]}x{image.source_size[1]}"
+                )
+            # Map at source resolution so that every unknown value is reported, even outside
+            # the crop.
+            mapped = self.mapper.map(mask.values, mask.kind, mask.palette)  # type: ignore[union-attr]
+        except (ImageError, LabelError, OSError) as exc:
+            raise SampleError(sample.mask, str(exc)) from exc
+        resampled = resample_mask(mapped.ids, image.placement)
+        ids = pad_to_canvas(resampled, image.placement, config.ignore_index)
+        return {"images": image.pixels, "masks": ids}, image.backend, mapped.unknown
+
+
+def read_source(path: str) -> bytes:
+    """A source file's bytes; an unreadable file is an ImageError with the reason."""
+    try:
+        return storage.read_bytes(path)
+    except OSError as exc:
+        raise ImageError(f"cannot read file: {exc.strerror or exc}") from exc

@@ -1,0 +1,77 @@
+"""Per-shard statistics gathered while packing: channel histograms, class counts, backends.
+
+Workers add each record to a chunk's `ChunkStats`; a shard's receipt merges its chunks'. The
+manifest turns the receipts' exact integer counts into means, standard deviations and class
+frequencies.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import cv2
+import numpy as np
+
+# Channel statistics sample about 32 rows per image, the middle row of each band of H // 32 rows
+# (every row of images under 64 rows): on CamVid within 0.05 grey levels of every pixel's
+# mean/std. Rows 0, 8, 16, ... would miss the bottom band, 1.3 levels off there.
+STATS_ROWS = 32
+
+
+@dataclass
+class ChunkStats:
+    """Exact counts over one chunk's records."""
+
+    channel_hist: np.ndarray = field(default_factory=lambda: np.zeros((3, 256), np.int64))
+    class_counts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    backends: Counter = field(default_factory=Counter)
+
+    def add(self, record: dict[str, np.ndarray], backend: str) -> None:
+        """Count one record: sampled rows into the channel histograms, every mask pixel (or the
+        label) into the class counts, with OpenCV's histograms."""
+        self.backends[backend] += 1
+        step = max(1, len(record["images"]) // STATS_ROWS)
+        rows = record["images"][step // 2 :: step]
+        for c in range(3):
+            self.channel_hist[c] += _histogram(rows, c, 256)
+        if "masks" in record:
+            mask = record["masks"]
+            counts = (
+                _histogram(mask, 0, 256) if mask.dtype == np.uint8 else np.bincount(mask.ravel())
+            )
+            counts = counts[: _last_nonzero(counts) + 1]
+        else:
+            counts = np.bincount([int(record["labels"])])
+        if len(counts) > len(self.class_counts):
+            self.class_counts = np.pad(self.class_counts, (0, len(counts) - len(self.class_counts)))
+        self.class_counts[: len(counts)] += counts
+
+
+def merge(chunks: Iterable[ChunkStats]) -> dict:
+    """A shard's statistics, as its receipt stores them (JSON-ready)."""
+    hist = np.zeros((3, 256), np.int64)
+    classes: Counter = Counter()
+    backends: Counter = Counter()
+    for c in chunks:
+        hist += c.channel_hist
+        classes.update({int(k): int(c.class_counts[k]) for k in np.flatnonzero(c.class_counts)})
+        backends.update(c.backends)
+    return {
+        "channel_hist": hist.tolist(),
+        "class_counts": {str(k): v for k, v in sorted(classes.items())},
+        "backends": dict(sorted(backends.items())),
+    }
+
+
+def _last_nonzero(counts: np.ndarray) -> int:
+    """Index of the last non-zero count, -1 when all are zero (np.trim_zeros is 10x slower)."""
+    nonzero = np.flatnonzero(counts)
+    return int(nonzero[-1]) if nonzero.size else -1
+
+
+def _histogram(array: np.ndarray, channel: int, bins: int) -> np.ndarray:
+    """Exact integer counts of the values 0..bins-1 of one channel (cv2.calcHist, as int64)."""
+    hist = cv2.calcHist([array], [channel], None, [bins], [0, bins])
+    return hist.ravel().astype(np.int64)
