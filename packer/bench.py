@@ -17,8 +17,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from . import order
-from .dataset import PackedDataset, Split
+from .reading.dataset import PackedDataset, Split
+from .reading.loader import Loader
 from .schema import record_bytes
 
 GB = 1e9
@@ -66,51 +66,42 @@ def evict(paths: list[Path]) -> None:
             os.close(fd)
 
 
-def epoch_reader(split: Split, batch: int, seed: int, windows: bool) -> Callable[[], int]:
-    """A step that reads the next shuffled batch (a new order every epoch), as the readers do:
-    uniformly shuffled, or in shuffled shard windows read ahead as sequential runs."""
-    reader = split.reader
-    rng = np.random.default_rng(seed)
-    record = record_bytes(split.dataset.fields)
-    window = order.window_length(record, batch)
-    shard_counts = [s["count"] for s in split.shards]
-
-    def new_order() -> np.ndarray:
-        return (
-            order.windowed(shard_counts, window, rng)
-            if windows
-            else order.uniform(split.count, rng)
-        )
-
-    state = {"order": new_order(), "at": 0}
+def epoch_reader(
+    split: Split, batch: int, seed: int, windows: bool
+) -> tuple[Loader, Callable[[], int]]:
+    """A loader and a step that reads its next shuffled batch (a new order every epoch), as
+    the readers do: uniformly shuffled, or in shuffled shard windows read ahead."""
+    loader = Loader(
+        split.dataset.root, split.name, batch, "windows" if windows else "global", seed=seed
+    )
+    state = {"at": 0}
 
     def step() -> int:
-        if state["at"] >= split.count:
-            state["order"], state["at"] = new_order(), 0
-        at = state["at"]
-        if windows and at % window < batch:  # entering a window: read it and the next ahead
-            for w in (at // window, at // window + 1):
-                order.prefetch_window(reader, state["order"], window, w)
-        indices = state["order"][at : at + batch]
-        state["at"] += batch
-        reader.read(indices)
-        return len(indices)
+        if state["at"] >= len(loader):
+            loader.set_epoch(loader.epoch + 1)
+            state["at"] = 0
+        arrays = loader.read(state["at"])
+        state["at"] += 1
+        return len(arrays["images"])
 
-    return step
+    return loader, step
 
 
 def read_rate(split: Split, batch: int, seconds: float, cold: bool, windows: bool = False) -> float:
     """Samples/s of shuffled batches; cold reads one epoch right after evicting the shards."""
     files = shard_files(split)
     split.reader.close()  # mapped pages cannot be evicted, so unmap before either run
+    loader, step = epoch_reader(split, batch, seed=1 if cold else 0, windows=windows)
     if cold:
         evict(files)
-        step = epoch_reader(split, batch, seed=1, windows=windows)
         start = time.perf_counter()
-        done = sum(step() for _ in range(-(-split.count // batch)))
-        return done / (time.perf_counter() - start)
-    warm(files)
-    return timed(epoch_reader(split, batch, seed=0, windows=windows), seconds)
+        done = sum(step() for _ in range(len(loader)))
+        rate = done / (time.perf_counter() - start)
+    else:
+        warm(files)
+        rate = timed(step, seconds)
+    loader.split.reader.close()
+    return rate
 
 
 def sequential_rate(split: Split) -> float:

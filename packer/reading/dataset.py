@@ -1,8 +1,7 @@
-"""`packer.open`: a packed dataset as Python objects (manifest, splits, provenance, batch reads)."""
+"""`packer.open`: a packed dataset as Python objects (manifest, classes, splits, provenance)."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 from functools import cached_property
@@ -10,9 +9,10 @@ from pathlib import Path
 
 import numpy as np
 
-from . import formats, manifest
-from .buffers import BufferPool
-from .schema import Field
+from .. import formats, manifest, storage
+from ..errors import SplitNotFoundError
+from ..schema import Field
+from .batches import BatchReader
 
 
 class PackedDataset:
@@ -52,7 +52,9 @@ class PackedDataset:
 
     def __getitem__(self, split: str) -> Split:
         if split not in self.splits:
-            raise KeyError(f"{self.root}: no split {split!r}; splits: {', '.join(self.splits)}")
+            raise SplitNotFoundError(
+                f"{self.root}: no split {split!r}; splits: {', '.join(self.splits)}"
+            )
         return self.splits[split]
 
     def __repr__(self) -> str:
@@ -101,63 +103,13 @@ class Split:
                 for f in self.shards[shard]["files"]
                 if f["path"].endswith(".sources.json")
             )
-            cache[shard] = json.loads((self.dataset.root / path).read_text(encoding="utf-8"))
+            cache[shard] = json.loads(storage.read_text(self.dataset.root / path))
         return cache[shard]
 
     @cached_property
     def reader(self) -> BatchReader:
+        """Batch reads of this split (opened on first use)."""
         return BatchReader(self)
-
-
-class BatchReader:
-    """Reads any set of sample indices as whole-batch arrays, shard by shard, without decoding."""
-
-    def __init__(self, split: Split) -> None:
-        self.split = split
-        self.fields = split.dataset.fields
-        dataset = split.dataset
-        fmt = formats.get(dataset.format)
-        self.shards = [
-            fmt.open_shard(dataset.root, split.name, s, self.fields, dataset.format_options)
-            for s in split.shards
-        ]
-        self.buffers = BufferPool(self.fields)
-
-    def read(self, indices: np.ndarray) -> dict[str, np.ndarray]:
-        """Arrays for `indices`, returned in ascending index order (sorted reads are sequential).
-
-        The arrays come from a pool: once every reference to a batch is dropped, a later read
-        may fill the same memory again.
-        """
-        order = np.sort(np.asarray(indices, dtype=np.int64))
-        if len(order) and (order[0] < 0 or order[-1] >= self.split.count):
-            raise IndexError(
-                f"indices out of range 0..{self.split.count - 1} of {self.split.name!r}"
-            )
-        out = self.buffers.take(len(order))
-        for shard, start, stop in self._runs(order):
-            local = order[start:stop] - self.split.offsets[shard]
-            self.shards[shard].read_into(local, {k: v[start:stop] for k, v in out.items()})
-        return out
-
-    def prefetch(self, start: int, stop: int) -> None:
-        """Hint that samples start..stop-1 come next (formats that can read ahead do so)."""
-        for shard, reader in enumerate(self.shards):
-            first, last = self.split.offsets[shard], self.split.offsets[shard + 1]
-            if hasattr(reader, "prefetch") and first < stop and start < last:
-                reader.prefetch(int(max(start, first) - first), int(min(stop, last) - first))
-
-    def _runs(self, order: np.ndarray) -> list[tuple[int, int, int]]:
-        """(shard, start, stop): the stretches of sorted `order` that fall in one shard each."""
-        if len(self.shards) == 1:
-            return [(0, 0, len(order))]
-        shard_of = np.searchsorted(self.split.offsets, order, side="right") - 1
-        cuts = [0, *(np.flatnonzero(shard_of[1:] != shard_of[:-1]) + 1).tolist(), len(order)]
-        return [(int(shard_of[a]), a, b) for a, b in itertools.pairwise(cuts)]
-
-    def close(self) -> None:
-        for shard in self.shards:
-            shard.close()
 
 
 def open_dataset(root: str | os.PathLike) -> PackedDataset:

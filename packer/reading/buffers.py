@@ -13,7 +13,7 @@ import threading
 
 import numpy as np
 
-from .schema import Field
+from ..schema import Field
 
 # References while `_released` inspects a pooled array: the pool's dict, the generator's loop
 # variable, the parameter and getrefcount's argument; its owner (when the array is a view):

@@ -1,0 +1,84 @@
+"""Batch reads: any set of sample indices of a split as whole-batch arrays, without decoding.
+
+Indices are read in ascending order, one run per shard touched, through the format's shard
+readers (a memmap for npy), into arrays the caller supplies or into pooled ones.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .. import formats
+from .buffers import BufferPool
+
+if TYPE_CHECKING:
+    from .dataset import Split
+
+
+class BatchReader:
+    """Reads any set of sample indices as whole-batch arrays, shard by shard, without decoding."""
+
+    def __init__(self, split: Split) -> None:
+        self.split = split
+        self.fields = split.dataset.fields
+        dataset = split.dataset
+        fmt = formats.get(dataset.format)
+        self.shards = [
+            fmt.open_shard(dataset.root, split.name, s, self.fields, dataset.format_options)
+            for s in split.shards
+        ]
+        self.buffers = BufferPool(self.fields)
+
+    def read(
+        self, indices: np.ndarray, out: dict[str, np.ndarray] | None = None
+    ) -> dict[str, np.ndarray]:
+        """Arrays for `indices`, returned in ascending index order (sorted reads are sequential).
+
+        `out` (field name -> array of len(indices) records) receives the records, e.g. a
+        shared-memory slot or a pinned buffer; without it the arrays come from a pool: once
+        every reference to a batch is dropped, a later read may fill the same memory again.
+        """
+        order = np.sort(np.asarray(indices, dtype=np.int64))
+        if len(order) and (order[0] < 0 or order[-1] >= self.split.count):
+            raise IndexError(
+                f"indices out of range 0..{self.split.count - 1} of {self.split.name!r}"
+            )
+        if out is None:
+            out = self.buffers.take(len(order))
+        else:
+            self._check_out(out, len(order))
+        for shard, start, stop in self._runs(order):
+            local = order[start:stop] - self.split.offsets[shard]
+            self.shards[shard].read_into(local, {k: v[start:stop] for k, v in out.items()})
+        return out
+
+    def _check_out(self, out: dict[str, np.ndarray], count: int) -> None:
+        """Caller-supplied arrays must match the fields' record shapes and dtypes exactly."""
+        for f in self.fields:
+            array = out.get(f.name)
+            expected = (count, *f.shape)
+            if array is None or array.shape != expected or array.dtype != np.dtype(f.dtype):
+                got = "missing" if array is None else f"{array.shape} {array.dtype}"
+                raise ValueError(f"out[{f.name!r}]: expected {expected} {f.dtype}, got {got}")
+
+    def prefetch(self, start: int, stop: int) -> None:
+        """Hint that samples start..stop-1 come next (formats that can read ahead do so)."""
+        for shard, reader in enumerate(self.shards):
+            first, last = self.split.offsets[shard], self.split.offsets[shard + 1]
+            if hasattr(reader, "prefetch") and first < stop and start < last:
+                reader.prefetch(int(max(start, first) - first), int(min(stop, last) - first))
+
+    def _runs(self, order: np.ndarray) -> list[tuple[int, int, int]]:
+        """(shard, start, stop): the stretches of sorted `order` that fall in one shard each."""
+        if len(self.shards) == 1:
+            return [(0, 0, len(order))]
+        shard_of = np.searchsorted(self.split.offsets, order, side="right") - 1
+        cuts = [0, *(np.flatnonzero(shard_of[1:] != shard_of[:-1]) + 1).tolist(), len(order)]
+        return [(int(shard_of[a]), a, b) for a, b in itertools.pairwise(cuts)]
+
+    def close(self) -> None:
+        for shard in self.shards:
+            shard.close()

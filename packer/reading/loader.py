@@ -1,0 +1,132 @@
+"""The framework-neutral reader: NumPy `(images, targets)` batches of one split of a pack.
+
+A `Loader` joins a `Sampler` (which samples, per epoch and batch), the split's `BatchReader`
+(the bytes, into pooled or caller-supplied arrays) and a `BatchTransform` (normalisation,
+one-hot). The framework adapters (Keras, tf.data, PyTorch) are thin layers over it. It pickles
+without its open files, so every worker process opens the shards itself.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ..schema import record_bytes
+from .dataset import PackedDataset, Split
+from .sampler import SHUFFLE_MODES, Sampler, larger_than_ram, window_length
+from .transforms import BatchTransform
+
+
+class Loader:
+    """Batches of one split, in a new seeded order every epoch.
+
+    `shuffle`: True picks "windows" when the split exceeds half the machine's RAM, else
+    "global"; "global" draws batches from the whole split; "windows" visits shards in a
+    shuffled order and shuffles within windows of `shuffle_window` records, each read ahead
+    as sequential runs (for packs larger than RAM); False keeps the pack's order. With
+    `world_size` > 1 this loader yields rank `rank`'s part of every epoch (see Sampler).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        split: str = "train",
+        batch_size: int = 32,
+        shuffle: bool | str = True,
+        one_hot: bool = False,
+        normalize: str | None = None,
+        drop_remainder: bool = False,
+        seed: int | None = None,
+        shuffle_window: int | None = None,
+        rank: int = 0,
+        world_size: int = 1,
+        uneven: str = "pad",
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        if shuffle not in SHUFFLE_MODES:
+            raise ValueError(f"shuffle must be True, False, 'global' or 'windows', not {shuffle!r}")
+        self.path = os.fspath(path)
+        self.split_name = split
+        self.epoch = 0
+        self._split: Split | None = None
+        dataset = self.split.dataset
+        record = record_bytes(dataset.fields)
+        if shuffle is True:
+            shuffle = "windows" if larger_than_ram(record * self.split.count) else "global"
+        self.sampler = Sampler(
+            [s["count"] for s in self.split.shards],
+            batch_size,
+            shuffle,
+            0 if seed is None else seed,
+            shuffle_window or window_length(record, batch_size),
+            drop_remainder,
+            rank,
+            world_size,
+            uneven,
+        )
+        self.transform = BatchTransform(dataset.manifest, normalize, one_hot)
+        self._prefetched: set[tuple[int, int]] = set()
+
+    @property
+    def split(self) -> Split:
+        """The split, opened lazily so that each worker process opens its own files."""
+        if self._split is None:
+            self._split = PackedDataset(self.path)[self.split_name]
+        return self._split
+
+    @property
+    def dataset(self) -> PackedDataset:
+        return self.split.dataset
+
+    @property
+    def batch_size(self) -> int:
+        return self.sampler.batch_size
+
+    @property
+    def shuffle(self) -> bool | str:
+        return self.sampler.shuffle
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_split"] = None
+        state["_prefetched"] = set()
+        return state
+
+    def __len__(self) -> int:
+        """Batches per epoch."""
+        return len(self.sampler)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Use epoch `epoch`'s order from now on (the same seed gives the same orders)."""
+        self.epoch = epoch
+        self._prefetched.clear()
+
+    def indices(self, index: int, epoch: int | None = None) -> np.ndarray:
+        """Sample indices of batch `index` (of the current epoch unless `epoch` is given)."""
+        return self.sampler.batch(self.epoch if epoch is None else epoch, index)
+
+    def read(
+        self, index: int, epoch: int | None = None, out: dict[str, np.ndarray] | None = None
+    ) -> dict[str, np.ndarray]:
+        """The field arrays of batch `index`, untransformed, into `out` when given."""
+        epoch = self.epoch if epoch is None else epoch
+        indices = self.sampler.batch(epoch, index)
+        if self.sampler.shuffle == "windows":
+            self._prefetch_windows(epoch, self.sampler.window_of(index))
+        return self.split.reader.read(indices, out)
+
+    def batch(self, index: int, epoch: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """`(images, targets)` of batch `index`, normalised and one-hot as asked."""
+        return self.transform(self.read(index, epoch))
+
+    def _prefetch_windows(self, epoch: int, window: int) -> None:
+        """Have this window and the next read ahead, each as sequential runs of its shards."""
+        reader = self.split.reader
+        for w in (window, window + 1):
+            if (epoch, w) in self._prefetched or w * self.sampler.window >= self.sampler.count:
+                continue
+            self._prefetched.add((epoch, w))
+            for start, stop in self.sampler.window_runs(epoch, w):
+                reader.prefetch(start, stop)

@@ -1,0 +1,90 @@
+"""Batch-time transforms of every reader: normalisation and one-hot expansion, defined once.
+
+`BatchTransform` turns a batch's field arrays into `(images, targets)`: NumPy for the NumPy
+readers (`__call__`), the same arithmetic in-graph for tf.data (`tf_apply`). Packs store
+class indices; one-hot happens here, per batch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+NORMALIZE_MODES = (None, "unit", "dataset")
+
+
+class Normalizer:
+    """uint8 images as they are (None), scaled to [0, 1] ("unit"), or standardised ("dataset")."""
+
+    def __init__(self, mode: str | None, stats: dict) -> None:
+        if mode not in NORMALIZE_MODES:
+            raise ValueError(f"normalize must be one of {NORMALIZE_MODES}, got {mode!r}")
+        self.mode = mode
+        self.mean = np.asarray(stats["mean"], np.float32)
+        self.inv_std = 1.0 / np.maximum(np.asarray(stats["std"], np.float32), 1e-6)
+
+    def __call__(self, images: np.ndarray) -> np.ndarray:
+        if self.mode is None:
+            return images
+        out = images.astype(np.float32)
+        if self.mode == "unit":
+            out *= np.float32(1 / 255)
+        else:
+            out -= self.mean
+            out *= self.inv_std
+        return out
+
+
+def one_hot_table(num_classes: int, ignore_index: int | None, task: str) -> np.ndarray:
+    """A lookup table: row k is the one-hot vector of class k; other ids (ignore) are all zero.
+
+    Indexing it with a whole batch of ids (`table[ids]`) expands the batch in one vectorised step.
+    """
+    rows = 65536 if task == "segmentation" and num_classes > 255 else 256
+    rows = max(rows, num_classes)
+    if ignore_index is not None and task == "segmentation":
+        rows = max(rows, ignore_index + 1)
+    table = np.zeros((rows, num_classes), np.float32)
+    table[np.arange(num_classes), np.arange(num_classes)] = 1.0
+    return table
+
+
+def target_field(task: str) -> str:
+    """The field readers yield as targets: masks for segmentation, labels for classification."""
+    return "masks" if task == "segmentation" else "labels"
+
+
+class BatchTransform:
+    """Field arrays -> (images, targets), normalised and one-hot as asked."""
+
+    def __init__(self, manifest: dict, normalize: str | None = None, one_hot: bool = False):
+        self.target = target_field(manifest["task"])
+        self.normalizer = Normalizer(normalize, manifest["stats"])
+        self.num_classes = len(manifest["classes"])
+        self.one_hot = (
+            one_hot_table(self.num_classes, manifest.get("ignore_index"), manifest["task"])
+            if one_hot
+            else None
+        )
+
+    def __call__(self, arrays: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        images = self.normalizer(arrays["images"])
+        targets = arrays[self.target]
+        if self.one_hot is not None:
+            targets = self.one_hot[targets]
+        return images, targets
+
+    def tf_apply(self, arrays: dict) -> tuple:
+        """The same transform on tf tensors, in-graph (ids outside 0..C-1 become zero rows)."""
+        import tensorflow as tf
+
+        images, targets = arrays["images"], arrays[self.target]
+        mode = self.normalizer.mode
+        if mode is not None:
+            images = tf.cast(images, tf.float32)
+            if mode == "unit":
+                images = images * (1 / 255)
+            else:
+                images = (images - self.normalizer.mean) * self.normalizer.inv_std
+        if self.one_hot is not None:
+            targets = tf.one_hot(tf.cast(targets, tf.int32), self.num_classes, dtype=tf.float32)
+        return images, targets
