@@ -13,8 +13,8 @@ __version__ = "0.1.0"
 __all__ = ["__version__", "open", "pack"]
 
 _LAZY = {
-    "open": ("packer.dataset", "open_dataset"),
-    "pack": ("packer.api", "pack"),
+    "open": ("packer.reading.dataset", "open_dataset"),
+    "pack": ("packer.packing", "pack"),
     "keras": ("packer.keras", None),
     "tf": ("packer.tf", None),
     "recordio": ("packer.recordio", None),

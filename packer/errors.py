@@ -39,3 +39,18 @@ class RecordIOError(PackError, ValueError):
 
 class StorageError(PackError, OSError):
     """A path or URL that cannot be read, listed or written as asked."""
+
+
+class LockHeldError(StorageError):
+    """Another process holds the lock a writer asked for; `holder` says who (pid, host)."""
+
+    def __init__(self, path: str, holder: str) -> None:
+        super().__init__(f"{path} is locked by {holder}")
+        self.holder = holder
+
+
+class SplitNotFoundError(PackError, KeyError):
+    """A split name the pack does not have (a KeyError too, as `ds["nope"]` should raise)."""
+
+    def __str__(self) -> str:  # KeyError would show the message in quotes
+        return str(self.args[0])

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import numpy as np
 
+from . import storage
 from .errors import ManifestError
 from .labels import ClassTable
 from .schema import Field
-from .storage.local import fsync_dir, tmp_path
 
 MANIFEST_NAME = "dataset.json"
 FORMAT_VERSION = 1
@@ -110,24 +110,17 @@ def _stats(task: str, table: ClassTable, receipts: list[dict]) -> dict:
 def write(out: Path, manifest: dict) -> Path:
     """Write dataset.json via a temporary file and a rename, so it is complete or absent."""
     path = out / MANIFEST_NAME
-    tmp = tmp_path(path)
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(manifest, f, indent=1, ensure_ascii=False)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_dir(out)
+    storage.write_text_atomic(path, json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
     return path
 
 
 def read(root: str | os.PathLike) -> dict:
     """Load and sanity-check a dataset.json; errors say which file and what is wrong."""
     path = Path(root) / MANIFEST_NAME
-    if not path.is_file():
+    if not storage.is_file(path):
         raise ManifestError(f"{root}: no {MANIFEST_NAME} here (not a finished packer dataset)")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(storage.read_text(path))
     except (OSError, json.JSONDecodeError) as exc:
         raise ManifestError(f"{path}: unreadable ({exc})") from exc
     version = data.get("format_version")

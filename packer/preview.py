@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from .dataset import PackedDataset
 from .labels import preview_colors
+from .reading.dataset import PackedDataset
 
 TILE_WIDTH = 240
 CAPTION = 16

@@ -6,8 +6,8 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from .api import PackPlan
-from .dataset import PackedDataset
+from .packing.plan import PackPlan
+from .reading.dataset import PackedDataset
 
 _SHOWN = 10
 

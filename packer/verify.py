@@ -7,8 +7,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from . import manifest
-from .storage.local import sha256_file
+from . import manifest, storage
 
 
 def verify(root: str | os.PathLike, progress: bool = False) -> list[str]:
@@ -19,10 +18,10 @@ def verify(root: str | os.PathLike, progress: bool = False) -> list[str]:
     problems = []
     for f in tqdm(files, desc="verifying", unit="file", disable=not progress):
         path = root / f["path"]
-        if not path.is_file():
+        if not storage.is_file(path):
             problems.append(f"{path}: missing")
             continue
-        size, digest = sha256_file(path)
+        size, digest = storage.sha256_file(path)
         if size != f["bytes"]:
             problems.append(f"{path}: {size} bytes, the manifest says {f['bytes']}")
         elif digest != f["sha256"]:

@@ -1,4 +1,138 @@
 """The storage seam: every read, listing, atomic write and lock of pack and source paths.
 
-`local` is the one backend for now: plain files, written under a temporary name and renamed.
+Callers name a path (or, once a remote backend is registered, a URL); the backend for its
+scheme does the I/O. `local` is the only backend so far: plain files, written under a
+temporary name and renamed, so a file is either complete or absent. A new backend is one
+module with the functions below plus one line in BACKENDS.
 """
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager
+from pathlib import Path
+from types import ModuleType
+
+from ..errors import StorageError
+from .local import FileInfo
+
+BACKENDS = {"file": "packer.storage.local"}  # URL scheme -> backend module
+_SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]+)://")
+
+__all__ = [
+    "FileInfo",
+    "backend",
+    "exists",
+    "file_size",
+    "is_dir",
+    "is_file",
+    "list_dir",
+    "lock",
+    "make_dirs",
+    "read_bytes",
+    "read_text",
+    "remove",
+    "remove_tree",
+    "scheme",
+    "sha256_file",
+    "walk_files",
+    "write_atomic",
+    "write_text_atomic",
+]
+
+
+def scheme(path: str | os.PathLike) -> str:
+    """The URL scheme of `path` ("file" for plain paths)."""
+    match = _SCHEME.match(os.fspath(path))
+    return match[1].lower() if match else "file"
+
+
+def backend(path: str | os.PathLike) -> ModuleType:
+    """The backend module that handles `path`; a clear error for a scheme nobody handles."""
+    name = scheme(path)
+    if name not in BACKENDS:
+        raise StorageError(
+            f"{os.fspath(path)}: {name}:// paths are not supported by this packer "
+            f"(supported: plain paths and {', '.join(s + '://' for s in BACKENDS)})"
+        )
+    return importlib.import_module(BACKENDS[name])
+
+
+def _local(path: str | os.PathLike) -> Path:
+    """A plain path for the local backend (`file://` stripped)."""
+    text = os.fspath(path)
+    return Path(text[len("file://") :] if text.startswith("file://") else text)
+
+
+def read_bytes(path: str | os.PathLike) -> bytes:
+    return backend(path).read_bytes(_local(path))
+
+
+def read_text(path: str | os.PathLike) -> str:
+    return backend(path).read_text(_local(path))
+
+
+def exists(path: str | os.PathLike) -> bool:
+    return backend(path).exists(_local(path))
+
+
+def is_file(path: str | os.PathLike) -> bool:
+    return backend(path).is_file(_local(path))
+
+
+def is_dir(path: str | os.PathLike) -> bool:
+    return backend(path).is_dir(_local(path))
+
+
+def file_size(path: str | os.PathLike) -> int:
+    return backend(path).file_size(_local(path))
+
+
+def list_dir(path: str | os.PathLike) -> list[str]:
+    """Names in a folder (not recursive), sorted."""
+    return backend(path).list_dir(_local(path))
+
+
+def make_dirs(path: str | os.PathLike) -> None:
+    backend(path).make_dirs(_local(path))
+
+
+def remove(path: str | os.PathLike) -> None:
+    """Delete a file; a missing one is fine."""
+    backend(path).remove(_local(path))
+
+
+def remove_tree(path: str | os.PathLike) -> None:
+    """Delete a folder and everything in it; a missing one is fine."""
+    backend(path).remove_tree(_local(path))
+
+
+def sha256_file(path: str | os.PathLike) -> tuple[int, str]:
+    """Size and SHA-256 of a file."""
+    return backend(path).sha256_file(_local(path))
+
+
+def write_atomic(
+    path: str | os.PathLike, root: str | os.PathLike, head: bytes, parts: Iterable[Path | bytes]
+) -> FileInfo:
+    """Write `head` then each part (a local file or bytes) to `path`, complete or not at all."""
+    return backend(path).write_atomic(_local(path), _local(root), head, parts)
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> None:
+    """Replace a small text file atomically (and durably: the folder is synced too)."""
+    backend(path).write_text_atomic(_local(path), text)
+
+
+def lock(path: str | os.PathLike, holder: str) -> AbstractContextManager[None]:
+    """Hold an exclusive lock file while the context runs; StorageError names the holder
+    when another process has it."""
+    return backend(path).lock(_local(path), holder)
+
+
+def walk_files(path: str | os.PathLike, prefix: str) -> Iterator[str]:
+    """Paths of files under `path` (recursive) whose name starts with `prefix`."""
+    return backend(path).walk_files(_local(path), prefix)

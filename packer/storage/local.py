@@ -1,16 +1,24 @@
-"""Atomic shard files: write under a temporary name, hash while writing, fsync, then rename."""
+"""The local storage backend: plain files, atomic writes (temporary name, fsync, rename), locks.
+
+Also the Linux fast paths the formats use on local files (positional writes, writeback and
+read-ahead hints).
+"""
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
 import ctypes.util
+import fcntl
 import functools
 import hashlib
 import os
-from collections.abc import Iterable
+import shutil
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from ..errors import LockHeldError
 
 COPY_BLOCK = 4 << 20
 TMP_PREFIX = ".tmp-"
@@ -114,3 +122,78 @@ def fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def read_bytes(path: Path) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def read_text(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+def exists(path: Path) -> bool:
+    return path.exists()
+
+
+def is_file(path: Path) -> bool:
+    return path.is_file()
+
+
+def is_dir(path: Path) -> bool:
+    return path.is_dir()
+
+
+def file_size(path: Path) -> int:
+    return path.stat().st_size
+
+
+def list_dir(path: Path) -> list[str]:
+    return sorted(os.listdir(path))
+
+
+def make_dirs(path: Path) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+
+
+def remove(path: Path) -> None:
+    path.unlink(missing_ok=True)
+
+
+def remove_tree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def walk_files(path: Path, prefix: str) -> Iterator[str]:
+    for found in path.rglob(prefix + "*"):
+        yield str(found)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    tmp = tmp_path(path)
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+@contextlib.contextmanager
+def lock(path: Path, holder: str) -> Iterator[None]:
+    """A POSIX record lock on `path`: it belongs to this process alone (forked workers do not
+    inherit it) and vanishes with the process, however it dies. The file holds `holder` while
+    locked, so a refused process can say who has it (LockHeldError.holder)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as f:
+        try:
+            fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.seek(0)
+            raise LockHeldError(str(path), f.read().strip() or "another process") from None
+        f.seek(0)
+        f.truncate()
+        f.write(holder)
+        f.flush()
+        yield
