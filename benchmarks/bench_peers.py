@@ -48,7 +48,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve
 import bench_read  # noqa: E402
 
 import packer  # noqa: E402
-from packer.dataset import PackedDataset  # noqa: E402
+from packer.reading.dataset import PackedDataset  # noqa: E402
 from packer.synthetic import shapes_scene  # noqa: E402
 
 REPO = bench_read.REPO

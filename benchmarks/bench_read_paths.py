@@ -36,7 +36,7 @@ from bench_read import (
 )
 
 import packer
-from packer.buffers import aligned_empty
+from packer.reading.buffers import aligned_empty
 
 BATCH = 16
 

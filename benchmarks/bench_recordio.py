@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 import packer
-from packer.dataset import PackedDataset
+from packer.reading.dataset import PackedDataset
 from packer.recordio import RecordIOReader, decode_payload
 from packer.schema import record_bytes
 

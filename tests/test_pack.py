@@ -11,8 +11,9 @@ import pytest
 from PIL import Image
 
 import packer
-from packer.api import PackError
-from packer.convert import UnknownLabelError
+from packer.errors import PackError
+from packer.packing import plan
+from packer.errors import UnknownLabelError
 from packer.synthetic import SHAPE_CLASSES, make_segmentation
 from tests.conftest import manifest_hashes
 
@@ -141,7 +142,7 @@ def test_a_pack_from_another_converter_revision_is_not_taken_as_this_one(
 ):
     out = tmp_path / "p"
     packer.pack(seg_src, out=out, size=(16, 16))
-    monkeypatch.setattr(packer.api, "CONVERTER_REVISION", packer.api.CONVERTER_REVISION + 1)
+    monkeypatch.setattr(plan, "CONVERTER_REVISION", plan.CONVERTER_REVISION + 1)
     with pytest.raises(PackError, match="different pack"):
         packer.pack(seg_src, out=out, size=(16, 16))
 

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 import packer
 import packer.tf
-from packer.targets import Normalizer, one_hot_table
+from packer.reading.transforms import Normalizer, one_hot_table
 from tests.conftest import tiny_classifier
 
 SIZE = (32, 32)  # (W, H): "fit" pads the 4:3 scenes, so masks hold the ignore index

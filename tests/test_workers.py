@@ -19,14 +19,15 @@ def _python(code: str) -> str:
 
 def test_worker_code_never_imports_tensorflow():
     loaded = _python(
-        "import sys, packer.convert, packer.engine, packer.api; "
+        "import sys, packer.packing, packer.engines.local, packer.formats.npy, "
+        "packer.formats.tfrecord, packer.formats.recordio; "
         "print(sorted(m for m in ('tensorflow', 'keras', 'torch', 'jax') if m in sys.modules))"
     )
     assert loaded == "[]"
 
 
 def test_workers_are_spawned_not_forked_once_tensorflow_is_loaded():
-    code = "import packer.engine as e; print(e.start_method())"
+    code = "import packer.engines.local as e; print(e.start_method())"
     assert _python(code) == "fork"
     assert _python("import tensorflow; " + code) == "spawn"
 
