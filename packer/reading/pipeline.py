@@ -1,0 +1,470 @@
+"""Batches made in packer-owned worker processes and handed over through shared memory.
+
+Workers write each batch into one of a ring of memory slots (memfds: memory without a name,
+so nothing outlives the processes, SIGKILL included); only slot numbers, shapes and dtypes
+travel through the pipes. The parent yields the batches in order, as views of their slot.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import mmap
+import multiprocessing
+import os
+import pickle
+import signal
+import sys
+import tempfile
+import threading
+import traceback
+import types
+import weakref
+from collections.abc import Callable, Iterator
+from multiprocessing import connection, reduction
+from typing import Any
+
+import numpy as np
+
+from ..errors import PackError
+from ..storage.local import libc
+
+_FORK_UNSAFE = ("tensorflow", "torch", "jax", "keras")
+_ALIGN = 64  # TensorFlow adopts 64-byte aligned arrays without a copy
+_PER_WORKER = 2  # tasks queued per worker, so none waits for the parent between batches
+_RESERVE = 2  # slots the caller may hold as zero-copy views; past that it gets copies
+_PR_SET_PDEATHSIG = 1
+
+
+class WorkerError(PackError):
+    """A worker raised, could not start, or died; the message carries its traceback."""
+
+
+def start_method() -> str:
+    """'fork' when the parent is one thread with no framework loaded (fast start), else 'spawn'
+    (forking TensorFlow's or torch's threads can deadlock the child)."""
+    if sys.platform != "linux" or threading.active_count() > 1:
+        return "spawn"
+    if any(name in sys.modules for name in _FORK_UNSAFE):
+        return "spawn"
+    return "fork"
+
+
+class Pipeline:
+    """`produce(index)` for indices 0..length-1, run in `workers` processes, read ahead in order.
+
+    `produce` is a picklable callable (a bound method of a picklable object, typically)
+    returning an array, or a tuple, list or dict (nested as you like) of arrays; other leaves
+    (None, numbers, strings) travel as they are. Each worker gets its own copy; `broadcast`
+    calls a method on every copy. `pipeline[i]` returns batch i: asking in order is served
+    from up to `max_queue_size` batches made ahead; any other index starts over from there.
+
+    Arrays come back as views of a shared slot, which is reused only once the caller has
+    dropped every array of that batch (and every view of them); while the caller holds more
+    than two batches, further ones are handed out as copies, so a caller that keeps batches
+    never stalls the workers. Slots are sized by the batches and grow when one is larger.
+
+    Workers ignore Ctrl-C and die with the thread that started them (on Linux; create the
+    pipeline in a long-lived thread, normally the main one), or else at the next message
+    once the parent is gone. With the spawn start method a script whose producer is defined
+    in `__main__` is imported by every worker, so it needs the `if __name__ == "__main__":`
+    guard, as with any spawned pool.
+    """
+
+    def __init__(
+        self,
+        produce: Callable[[int], Any],
+        length: int,
+        workers: int = 2,
+        max_queue_size: int | None = None,
+        start: str | None = None,
+    ) -> None:
+        if workers < 1:
+            raise ValueError(f"workers must be at least 1, not {workers}")
+        try:
+            payload = pickle.dumps(produce, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:
+            raise TypeError(f"produce must be picklable to reach worker processes: {exc}") from exc
+        self.length = length
+        self.ahead = max(1, max_queue_size or 2 * workers)
+        self.start_method = start or start_method()
+        self._lock = threading.RLock()
+        self._fds = [_anonymous_memory() for _ in range(self.ahead + _RESERVE)]
+        self._maps: list[mmap.mmap | None] = [None] * len(self._fds)
+        self._free = list(range(len(self._fds)))
+        self._held: dict[int, weakref.ref] = {}
+        self._released: collections.deque[int] = collections.deque()
+        self._ready: dict[int, tuple] = {}
+        self._pending: set[int] = set()
+        self._queued = [0] * workers  # messages each worker has yet to answer
+        self._acks: list[str | None] = []
+        self._want = 0
+        self._gen = 0
+        context = multiprocessing.get_context(self.start_method)
+        deathsig = threading.current_thread() is threading.main_thread()
+        shared = [_SharedFd(fd) for fd in self._fds]
+        self._conns: list[connection.Connection] = []
+        self._processes: list[multiprocessing.process.BaseProcess] = []
+        self._finalizer = weakref.finalize(self, _shutdown, self._processes, self._conns, self._fds)
+        hide_main = self.start_method != "fork" and b"__main__" not in payload
+        with _main_hidden(hide_main):
+            for number in range(workers):
+                parent_end, child_end = context.Pipe()
+                process = context.Process(
+                    target=_work,
+                    args=(payload, child_end, shared, os.getpid(), deathsig),
+                    name=f"packer-pipeline-{number}",
+                    daemon=True,
+                )
+                process.start()
+                child_end.close()
+                self._conns.append(parent_end)
+                self._processes.append(process)
+
+    @property
+    def worker_pids(self) -> list[int]:
+        """Process ids of the workers."""
+        return [p.pid for p in self._processes]
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __iter__(self) -> Iterator[Any]:
+        for index in range(self.length):
+            yield self[index]
+
+    def __enter__(self) -> Pipeline:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __getitem__(self, index: int) -> Any:
+        """Batch `index`, as `produce(index)` returned it; raises WorkerError if that raised."""
+        if not 0 <= index < self.length:
+            raise IndexError(f"batch {index} out of range for {self.length} batches")
+        with self._lock:
+            self._check_open()
+            if index != self._want:
+                self.seek(index)
+            while index not in self._ready:
+                self._fill()
+                self._receive(block=True)
+            message = self._ready.pop(index)
+            self._want = index + 1
+            self._fill()
+            return self._hand_out(message)
+
+    def seek(self, index: int) -> None:
+        """Make batches from `index` on next (what `pipeline[index]` does when not in order)."""
+        with self._lock:
+            self._check_open()
+            self._want = index
+            for stale in [i for i in self._ready if not self._wanted(i)]:
+                self._free.append(self._ready.pop(stale)[3])
+            self._fill()
+
+    def broadcast(self, method: str, *args: Any) -> None:
+        """Call `method(*args)` on every worker's copy of the producer (the object `produce` is
+        a method of, or `produce` itself) and wait for all; batches made before are dropped."""
+        with self._lock:
+            self._check_open()
+            self._gen += 1
+            self._pending.clear()
+            for message in self._ready.values():
+                self._free.append(message[3])
+            self._ready.clear()
+            self._acks = []
+            for number in range(len(self._conns)):
+                self._send(number, ("call", method, args))
+            while len(self._acks) < len(self._conns):
+                self._receive(block=True)
+            failures = [tb for tb in self._acks if tb is not None]
+            if failures:
+                raise WorkerError(f"{method} failed in a worker:\n{failures[0]}")
+            self._fill()
+
+    def close(self) -> None:
+        """Stop the workers and let go of the slots (batches still held stay valid)."""
+        with self._lock:
+            self._finalizer()
+            self._maps = [None] * len(self._maps)
+
+    # -- parent side --------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if not self._finalizer.alive:
+            raise WorkerError("the pipeline is closed")
+
+    def _wanted(self, index: int) -> bool:
+        return self._want <= index < min(self.length, self._want + self.ahead)
+
+    def _send(self, number: int, message: tuple) -> None:
+        self._conns[number].send(message)
+        self._queued[number] += 1
+
+    def _fill(self) -> None:
+        """Hand the next wanted batches to the least busy workers while slots are free."""
+        while self._released:
+            slot = self._released.popleft()
+            if self._held.pop(slot, None) is not None:
+                self._free.append(slot)
+        for index in range(self._want, min(self.length, self._want + self.ahead)):
+            if index in self._ready or index in self._pending:
+                continue
+            number = min(range(len(self._conns)), key=self._queued.__getitem__)
+            if not self._free or self._queued[number] >= _PER_WORKER:
+                return
+            self._send(number, ("batch", self._gen, index, self._free.pop()))
+            self._pending.add(index)
+
+    def _receive(self, block: bool) -> None:
+        """Take every message waiting (at least one when `block`); raise if a worker died."""
+        sentinels = {p.sentinel: n for n, p in enumerate(self._processes)}
+        ready = connection.wait([*self._conns, *sentinels], timeout=None if block else 0)
+        for item in ready:
+            if item in sentinels:
+                self._died(sentinels[item])
+        for number, conn in enumerate(self._conns):
+            if conn in ready:
+                while conn.poll():
+                    try:
+                        message = conn.recv()
+                    except (EOFError, OSError):
+                        self._died(number)
+                    self._queued[number] -= 1
+                    self._take(number, message)
+
+    def _take(self, number: int, message: tuple) -> None:
+        kind = message[0]
+        if kind == "failed":
+            self.close()
+            raise WorkerError(f"worker {number} could not start:\n{message[1]}")
+        if kind == "called":
+            self._acks.append(message[1])
+            return
+        _, gen, index, slot = message[:4]
+        if gen == self._gen:
+            self._pending.discard(index)
+        if gen == self._gen and self._wanted(index):
+            self._ready[index] = (*message, number)
+        else:
+            self._free.append(slot)
+
+    def _died(self, number: int) -> None:
+        process = self._processes[number]
+        process.join(timeout=1)
+        self.close()
+        raise WorkerError(
+            f"worker {number} (pid {process.pid}) died with exit code {process.exitcode}"
+        )
+
+    def _hand_out(self, message: tuple) -> Any:
+        kind, _, index, slot, spec, layout, number = message
+        if kind == "error":
+            self._free.append(slot)
+            raise WorkerError(f"batch {index} failed in worker {number}:\n{spec}")
+        if not layout:
+            self._free.append(slot)
+            return _build(spec, [])
+        end = layout[-1][0] + _nbytes(layout[-1])
+        owner = np.frombuffer(self._mapped(slot, end), np.uint8, count=end)
+        leaves = [owner[o : o + _nbytes((o, s, d))].view(d).reshape(s) for o, s, d in layout]
+        if len(self._held) >= _RESERVE:
+            leaves = [np.array(leaf) for leaf in leaves]
+            self._free.append(slot)
+        else:
+            released = self._released
+            self._held[slot] = weakref.ref(owner, lambda _, s=slot: released.append(s))
+        return _build(spec, leaves)
+
+    def _mapped(self, slot: int, end: int) -> mmap.mmap:
+        mapping = self._maps[slot]
+        if mapping is None or len(mapping) < end:
+            if mapping is not None:
+                with contextlib.suppress(BufferError):
+                    mapping.close()
+            mapping = mmap.mmap(self._fds[slot], os.fstat(self._fds[slot]).st_size)
+            self._maps[slot] = mapping
+        return mapping
+
+
+def _nbytes(entry: tuple) -> int:
+    _, shape, dtype = entry
+    return int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+
+
+def _anonymous_memory() -> int:
+    """A file descriptor of growable shared memory that has no name anywhere."""
+    if hasattr(os, "memfd_create"):
+        return os.memfd_create("packer-slot")
+    shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    with tempfile.TemporaryFile(dir=shm) as file:  # unlinked at once (O_TMPFILE where it can)
+        return os.dup(file.fileno())
+
+
+class _SharedFd:
+    """A file descriptor that reaches a worker under any start method (inherited by fork,
+    passed along by spawn)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def __reduce__(self) -> tuple:
+        return _SharedFd._rebuild, (reduction.DupFd(self.fd),)
+
+    @staticmethod
+    def _rebuild(duplicate: Any) -> _SharedFd:
+        return _SharedFd(duplicate.detach())
+
+
+def _shutdown(processes: list, conns: list, fds: list[int]) -> None:
+    """Ask the workers to stop, kill those that do not, close pipes and memory."""
+    for conn in conns:
+        with contextlib.suppress(OSError):
+            conn.send(("stop",))
+    for process in processes:
+        process.join(timeout=2)
+        if process.is_alive():
+            process.kill()
+            process.join(timeout=5)
+    for conn in conns:
+        conn.close()
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def _main_hidden(hide: bool) -> Iterator[None]:
+    """Spawned workers re-import the caller's main script (and with it TensorFlow, in a
+    training script) unless `__main__` looks like no script while they start."""
+    if not hide:
+        yield
+        return
+    main = sys.modules["__main__"]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
+
+
+def _split(obj: Any, arrays: list[np.ndarray]) -> tuple:
+    """A picklable description of `obj` with its arrays replaced by their positions in `arrays`.
+    Tuples (named ones keep their class), lists and dicts are walked; other leaves travel as
+    they are."""
+    if isinstance(obj, (tuple, list)):
+        named = type(obj) if hasattr(obj, "_fields") else None
+        kind = "list" if isinstance(obj, list) else "tuple"
+        return (kind, named, [_split(item, arrays) for item in obj])
+    if isinstance(obj, dict):
+        return ("dict", None, [(key, _split(value, arrays)) for key, value in obj.items()])
+    if isinstance(obj, np.ndarray) or (hasattr(obj, "__array__") and not np.isscalar(obj)):
+        array = np.asarray(obj)
+        if not array.dtype.hasobject:
+            arrays.append(array)
+            return ("array", len(arrays) - 1)
+    return ("value", obj)
+
+
+def _build(spec: tuple, leaves: list[np.ndarray]) -> Any:
+    """The inverse of `_split`."""
+    kind = spec[0]
+    if kind == "array":
+        return leaves[spec[1]]
+    if kind == "value":
+        return spec[1]
+    _, named, items = spec
+    if kind == "dict":
+        return {key: _build(value, leaves) for key, value in items}
+    built = [_build(item, leaves) for item in items]
+    if kind == "list":
+        return built
+    return named(*built) if named else tuple(built)
+
+
+# -- worker side ------------------------------------------------------------------------
+
+
+def _work(
+    payload: bytes, conn: connection.Connection, shared: list, parent: int, deathsig: bool
+) -> None:
+    """A worker's loop: make the batches asked for into their slots, answer calls, until
+    told to stop or the parent is gone."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if deathsig:
+        _die_with_parent(parent)
+    try:
+        produce = pickle.loads(payload)
+    except BaseException:
+        conn.send(("failed", traceback.format_exc()))
+        return
+    slots = _Slots([s.fd for s in shared])
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return
+        if message[0] == "stop":
+            return
+        if message[0] == "call":
+            _, method, args = message
+            try:
+                getattr(getattr(produce, "__self__", produce), method)(*args)
+                conn.send(("called", None))
+            except Exception:
+                conn.send(("called", traceback.format_exc()))
+            continue
+        _, gen, index, slot = message
+        try:
+            arrays: list[np.ndarray] = []
+            spec = _split(produce(index), arrays)
+            layout = slots.write(slot, arrays)
+            conn.send(("batch", gen, index, slot, spec, layout))
+        except Exception:
+            conn.send(("error", gen, index, slot, traceback.format_exc(), None))
+
+
+class _Slots:
+    """A worker's mappings of the slots, grown (file and mapping) when a batch does not fit."""
+
+    def __init__(self, fds: list[int]) -> None:
+        self.fds = fds
+        self.maps: list[mmap.mmap | None] = [None] * len(fds)
+
+    def write(self, slot: int, arrays: list[np.ndarray]) -> list[tuple]:
+        """Copy `arrays` into `slot`, each on an aligned offset; return (offset, shape, dtype)s."""
+        layout, end = [], 0
+        for array in arrays:
+            end = -(-end // _ALIGN) * _ALIGN
+            layout.append((end, array.shape, array.dtype))
+            end += array.nbytes
+        buffer = np.frombuffer(self._mapped(slot, end), np.uint8, count=end)
+        for (offset, shape, dtype), array in zip(layout, arrays, strict=True):
+            target = buffer[offset : offset + array.nbytes].view(dtype).reshape(shape)
+            np.copyto(target, array, casting="no")
+        return layout
+
+    def _mapped(self, slot: int, end: int) -> mmap.mmap:
+        mapping, fd = self.maps[slot], self.fds[slot]
+        if mapping is not None and len(mapping) >= end:
+            return mapping
+        size = os.fstat(fd).st_size
+        if size < end or size == 0:  # room to grow a little, so varying shapes rarely remap
+            size = -(-(end + end // 8 + 1) // mmap.PAGESIZE) * mmap.PAGESIZE
+            os.ftruncate(fd, size)
+        if mapping is not None:
+            mapping.close()
+        self.maps[slot] = mmap.mmap(fd, size)
+        return self.maps[slot]
+
+
+def _die_with_parent(parent: int) -> None:
+    """Linux: ask for SIGKILL when the parent dies; exit now if it already has."""
+    try:
+        libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError, TypeError):
+        return
+    if os.getppid() != parent:
+        os._exit(1)

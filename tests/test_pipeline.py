@@ -1,0 +1,256 @@
+"""The shared-memory worker pipeline and `packer.parallel`: same batches in the same order,
+epoch hooks reach every worker, worker errors carry their traceback, nothing outlives a
+killed parent, and Keras trains from it (also when TensorFlow was imported first).
+
+Keras is imported inside the tests only: workers import this module to rebuild the
+sequences below, and should not pay for TensorFlow.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from packer.reading.pipeline import Pipeline, WorkerError
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+class ShiftingSequence:
+    """A Keras-style sequence whose batches change with the epoch; the last batch is short."""
+
+    def __init__(self, batches: int = 5, size: int = 8, batch: int = 4) -> None:
+        self.batches, self.size, self.batch = batches, size, batch
+        self.epoch = 0
+
+    def __len__(self) -> int:
+        return self.batches
+
+    def __getitem__(self, index: int) -> tuple[np.ndarray, np.ndarray]:
+        count = self.batch - 1 if index == self.batches - 1 else self.batch
+        rng = np.random.default_rng((self.epoch, index))
+        x = rng.random((count, self.size, self.size, 3), np.float32)
+        return x, (np.arange(count) + index + self.epoch) % 3
+
+    def on_epoch_end(self) -> None:
+        self.epoch += 1
+
+
+class Growing:
+    """Batches whose shapes grow (slots must grow), as dicts with a non-array leaf."""
+
+    def make(self, index: int) -> dict:
+        if index == 3:
+            _explode(index)
+        side = 2 + 3 * index
+        image = np.arange(side * side * 3, dtype=np.uint16).reshape(side, side, 3) + index
+        return {"image": image, "ids": [np.full(index, index, np.int64)], "note": None}
+
+
+def _explode(index: int) -> None:
+    raise ValueError(f"batch {index} is broken")
+
+
+def through_keras(dataset, epochs: int) -> list[tuple[np.ndarray, ...]]:
+    """Every batch of `epochs` epochs, fetched the way model.fit fetches them (copied out)."""
+    from keras.src.trainers.data_adapters.py_dataset_adapter import PyDatasetAdapter
+
+    adapter = PyDatasetAdapter(dataset, shuffle=False)
+    batches = []
+    for _ in range(epochs):
+        adapter.on_epoch_begin()
+        batches += [tuple(map(np.array, b)) for b in adapter.get_numpy_iterator()]
+        adapter.on_epoch_end()
+    return batches
+
+
+def plainly(sequence, epochs: int) -> list[tuple[np.ndarray, ...]]:
+    """Every batch of `epochs` epochs of a sequence used as it is."""
+    batches = []
+    for _ in range(epochs):
+        batches += [sequence[i] for i in range(len(sequence))]
+        sequence.on_epoch_end()
+    return batches
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_parallel_gives_the_same_batches_in_order_over_epochs(workers):
+    from packer.parallel import parallel
+
+    plain, parent = ShiftingSequence(), ShiftingSequence()
+    dataset = parallel(parent, workers=workers)
+    try:
+        assert dataset.workers == 1 and not dataset.use_multiprocessing
+        expected, got = plainly(plain, 2), through_keras(dataset, 2)
+    finally:
+        dataset.close()
+    assert len(got) == len(expected) == 10
+    for (x, y), (ex, ey) in zip(got, expected, strict=True):
+        assert x.dtype == ex.dtype and np.array_equal(x, ex) and np.array_equal(y, ey)
+    assert parent.epoch == 2  # the parent's copy saw on_epoch_end as well as the workers'
+
+
+@pytest.mark.parametrize("start", ["fork", "spawn"])
+def test_pipeline_grows_slots_and_copies_batches_the_caller_keeps(start):
+    producer = Growing()
+    with Pipeline(producer.make, 3, workers=2, start=start) as pipeline:
+        kept = list(pipeline) + list(pipeline)  # holds every batch: slots must not be reused
+        assert pipeline[1]["ids"][0].tolist() == [1]  # out of order works too
+    for index, batch in enumerate(kept[:3] * 2):
+        expected = producer.make(index % 3)
+        assert np.array_equal(batch["image"], expected["image"])
+        assert np.array_equal(batch["ids"][0], expected["ids"][0])
+        assert batch["note"] is None
+    assert np.array_equal(kept[0]["image"], kept[3]["image"])
+
+
+def test_worker_exception_reaches_the_parent_with_its_traceback():
+    producer = Growing()
+    with Pipeline(producer.make, 5, workers=2) as pipeline:
+        assert pipeline[2]["image"].shape == (8, 8, 3)  # batches before the bad one arrive
+        with pytest.raises(WorkerError) as caught:
+            pipeline[3]
+        assert pipeline[4]["image"].shape == (14, 14, 3)  # and the pipeline goes on
+    message = str(caught.value)
+    assert "batch 3 failed in worker" in message
+    assert "in _explode" in message and "ValueError: batch 3 is broken" in message
+
+
+def test_broadcast_failure_and_dead_worker_are_reported():
+    with Pipeline(ShiftingSequence().__getitem__, 5, workers=2) as pipeline:
+        with pytest.raises(WorkerError, match="AttributeError"):
+            pipeline.broadcast("no_such_method")
+        pipeline[0]
+        os.kill(pipeline.worker_pids[1], signal.SIGKILL)
+        with pytest.raises(WorkerError, match="died"):
+            for index in range(1, 5):
+                pipeline[index]
+
+
+KILLED_PARENT = """
+import sys, time
+from packer.reading.pipeline import Pipeline
+from tests.test_pipeline import ShiftingSequence
+pipeline = Pipeline(ShiftingSequence(size=64).__getitem__, 50, workers=2, start=sys.argv[1])
+batch = pipeline[0]
+print(*pipeline.worker_pids, flush=True)
+time.sleep(120)
+"""
+
+
+def shm_users(pid: int) -> list[str]:
+    """What process `pid` has open or mapped from /dev/shm."""
+    fds = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+    maps = Path(f"/proc/{pid}/maps").read_text().splitlines()
+    return [name for name in fds + maps if "/dev/shm" in name]
+
+
+@pytest.mark.parametrize("start", ["fork", "spawn"])
+def test_sigkill_of_the_parent_leaves_no_worker_and_nothing_in_dev_shm(start):
+    before = set(os.listdir("/dev/shm"))
+    parent = subprocess.Popen(
+        [sys.executable, "-c", KILLED_PARENT, start], cwd=REPO, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        pids = [int(pid) for pid in parent.stdout.readline().split()]
+        assert len(pids) == 2 and all(alive(pid) for pid in pids)
+        assert "/memfd:packer-slot" in Path(f"/proc/{pids[0]}/maps").read_text()
+        # slots have no name: neither the parent nor a worker holds anything in /dev/shm
+        assert not any(shm_users(pid) for pid in [parent.pid, *pids])
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 10
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(alive(pid) for pid in pids)
+    # other programs' process pools come and go there (sem.mp-*); nothing else may appear
+    assert {n for n in set(os.listdir("/dev/shm")) - before if not n.startswith("sem.mp-")} == set()
+
+
+def test_model_fit_trains_from_parallel():
+    from packer.parallel import parallel
+    from tests.conftest import tiny_classifier
+
+    sequence = ShiftingSequence(batches=4, size=12, batch=8)
+    model = tiny_classifier(12, 3)
+    dataset = parallel(sequence, workers=2)
+    try:
+        history = model.fit(dataset, epochs=2, verbose=0)
+    finally:
+        dataset.close()
+    assert len(history.history["loss"]) == 2
+    assert np.isfinite(history.history["loss"]).all()
+    assert sequence.epoch >= 2  # Keras also calls on_epoch_end as fit sets up
+
+
+TENSORFLOW_FIRST = """
+import sys
+import tensorflow  # a training script: TensorFlow before anything else
+import keras
+import numpy as np
+from packer.parallel import parallel
+from packer.reading.pipeline import Pipeline
+from tests.test_pipeline import ShiftingSequence, plainly, through_keras
+
+
+class Script(keras.utils.PyDataset):  # defined in the script: workers import it from __main__
+    def __init__(self):
+        super().__init__()
+        self.inner = ShiftingSequence()
+
+    def __len__(self):
+        return len(self.inner)
+
+    def __getitem__(self, index):
+        return self.inner[index]
+
+    def on_epoch_end(self):
+        self.inner.on_epoch_end()
+
+
+if __name__ == "__main__":
+    with Pipeline(ShiftingSequence().__getitem__, 5, workers=1) as pipeline:
+        pipeline[0]
+        maps = open(f"/proc/{pipeline.worker_pids[0]}/maps").read()
+        print(pipeline.start_method, "tensorflow" in maps)
+    dataset = parallel(Script(), workers=2)
+    same = all(
+        all(np.array_equal(a, b) for a, b in zip(got, expected))
+        for got, expected in zip(through_keras(dataset, 2), plainly(ShiftingSequence(), 2))
+    )
+    print(dataset.pipeline.start_method, same)
+"""
+
+
+def test_a_parent_that_imported_tensorflow_first(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(TENSORFLOW_FIRST))
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    result = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    # workers that need no TensorFlow start without it; a script's own PyDataset works
+    assert result.stdout.split() == ["spawn", "False", "spawn", "True"], result.stdout
