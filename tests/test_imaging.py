@@ -15,6 +15,7 @@ import pytest
 from PIL import Image, ImageOps
 
 from packer.imaging import (
+    DEFAULT_MAX_PIXELS,
     INTERPOLATIONS,
     RESIZE_MODES,
     Geometry,
@@ -24,18 +25,27 @@ from packer.imaging import (
     backend_versions,
     decode_image,
     decode_mask,
-    load_image,
-    load_mask,
     pad_to_canvas,
     place,
     resample_mask,
 )
+from packer.packing.convert import read_source
 from tests.corpus import bomb_png, interlaced_png
 
 COLOURS = np.array(
     [[230, 25, 75], [60, 180, 75], [255, 225, 25], [0, 130, 200], [245, 130, 48], [145, 30, 180]],
     np.uint8,
 )
+
+
+def load_image(path: Path, geometry: Geometry | None, max_pixels: int = DEFAULT_MAX_PIXELS):
+    """What the converter does with a source image: read its bytes, decode them."""
+    return decode_image(read_source(str(path)), geometry, max_pixels)
+
+
+def load_mask(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS):
+    """What the converter does with a mask file: read its bytes, decode them."""
+    return decode_mask(read_source(str(path)), max_pixels)
 
 
 def save(image: Image.Image, path: Path, **options) -> Path:
@@ -163,29 +173,6 @@ def test_geometry_rejects_bad_settings(kwargs):
 
 
 # -- decode_image / load_image: output contract, formats and modes ---------------------------
-
-
-def test_bytes_and_path_entry_points_agree(tmp_path):
-    """load_image / load_mask only read the file: decoding its bytes gives the same result."""
-    image_path = save(Image.fromarray(gradient(200, 150)), tmp_path / "g.jpg", quality=90)
-    for geometry in (None, Geometry((64, 48)), Geometry((60, 60), "fit")):
-        from_path = load_image(image_path, geometry)
-        from_bytes = decode_image(image_path.read_bytes(), geometry)
-        assert np.array_equal(from_bytes.pixels, from_path.pixels)
-        assert from_bytes.backend == from_path.backend
-        assert from_bytes.placement == from_path.placement
-        assert from_bytes.source_size == from_path.source_size
-    palette = Image.fromarray(blocks(40, 30, (5, 5)), "P")
-    palette.putpalette(COLOURS.ravel().tolist())
-    mask_path = save(palette, tmp_path / "m.png")
-    from_path, from_bytes = load_mask(mask_path), decode_mask(mask_path.read_bytes())
-    assert np.array_equal(from_bytes.values, from_path.values)
-    assert np.array_equal(from_bytes.palette, from_path.palette)
-    assert (
-        (from_bytes.kind, from_bytes.size)
-        == (from_path.kind, from_path.size)
-        == ("palette", (40, 30))
-    )
 
 
 def test_pure_red_png_stays_red_rgb_uint8(tmp_path):

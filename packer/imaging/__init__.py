@@ -1,7 +1,7 @@
 """Decode, orient, crop and resize images and masks once: the converter's hot path.
 
-Every input goes the same way, from its file's bytes (`decode_image`, `decode_mask`; the
-path wrappers in `files.py` hold the one file read): read format, size and EXIF orientation
+Every input goes the same way, from its file's bytes (`decode_image`, `decode_mask`; imaging
+opens no file: the caller reads the bytes through the storage seam): read format, size and EXIF orientation
 from the header (`headers.py` for plain JPEG and PNG, else Pillow's lazy open: `probe.py`);
 refuse it if it is over `max_pixels`; decode with the fastest correct backend (`decode.py`);
 crop and resize in the stored orientation (`resize.py`), and rotate/flip only the small result
@@ -14,7 +14,6 @@ from __future__ import annotations
 from ..errors import ImageError
 from .backends import backend_versions
 from .decode import LoadedImage, decode_image
-from .files import load_image, load_mask
 from .geometry import (
     INTERPOLATIONS,
     RESIZE_MODES,
@@ -43,8 +42,6 @@ __all__ = [
     "backend_versions",
     "decode_image",
     "decode_mask",
-    "load_image",
-    "load_mask",
     "pad_to_canvas",
     "pillow_header",
     "place",
