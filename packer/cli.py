@@ -14,7 +14,7 @@ from . import api, bench, preview, report
 from .api import DEFAULT_SHARD_BYTES, PackError
 from .convert import UnknownLabelError, cpu_count
 from .dataset import open_dataset
-from .formats import FORMATS
+from .formats import FORMATS, FormatOption, all_options
 from .imaging import INTERPOLATIONS, RESIZE_MODES, ImageError
 from .labels import LabelError
 from .manifest import ManifestError
@@ -34,7 +34,8 @@ _UNITS = {
     "mib": 2**20,
     "gib": 2**30,
 }
-FORMAT_OPTION_NAMES = ("compression", "index", "encoding", "quality")
+FORMAT_OPTIONS = all_options()  # every format's own options, each with the formats taking it
+FORMAT_OPTION_NAMES = tuple(spec.name for spec, _ in FORMAT_OPTIONS)
 _USER_ERRORS = (PackError, SourceError, LabelError, ManifestError, ImageError, UnknownLabelError)
 
 
@@ -70,6 +71,24 @@ def _split_option(ctx, param, value):
         return parse_split_spec(value)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
+
+
+def _format_option(spec: FormatOption, names: tuple[str, ...]):
+    """The click option of one format option; unset (None) unless given, so a format's
+    default applies and an option given for another format is refused by the plan."""
+    flag = "--" + spec.name.replace("_", "-")
+    text = f"{', '.join(names)}: {spec.help}"
+    if spec.flag:
+        return click.option(flag, spec.name, is_flag=True, default=None, help=f"{text}.")
+    kind = click.Choice(spec.choices) if spec.choices else click.IntRange(*spec.range)
+    return click.option(flag, spec.name, type=kind, help=f"{text} [default: {spec.default}].")
+
+
+def _format_options(command):
+    """Add every registered format's options to `command`, in registry order."""
+    for spec, names in reversed(FORMAT_OPTIONS):
+        command = _format_option(spec, names)(command)
+    return command
 
 
 PACK_HELP = """Pack SRC (a folder or a .lst/.csv list) into already-decoded shards.
@@ -151,20 +170,7 @@ finishes it; a finished identical pack is left as it is.
     show_default=True,
     help="Unknown mask colours: map to --ignore-index, or stop.",
 )
-@click.option(
-    "--compression",
-    type=click.Choice(["none", "gzip"]),
-    help="tfrecord: compress shard files (readers must say so too) [default: none].",
-)
-@click.option("--index", is_flag=True, default=None, help="tfrecord: also write DALI index files.")
-@click.option(
-    "--encoding",
-    type=click.Choice(["raw", "jpeg", "png"]),
-    help="recordio: image payload, decoded pixels or re-encoded [default: raw].",
-)
-@click.option(
-    "--quality", type=click.IntRange(1, 100), help="recordio --encoding jpeg: JPEG quality."
-)
+@_format_options
 @click.option("--strict", is_flag=True, help="Stop at the first input that cannot be packed.")
 @click.option(
     "--max-rejects",

@@ -13,14 +13,15 @@ with RecordIOReader("train/train-00000-of-00001.rec") as reader:  # its .idx bes
 DALI's `fn.readers.mxnet` takes one index for many `.rec` files: `dali_index(recs, path)`.
 
 The bytes are specified in formats/recordio.md and implemented, both ways, in
-`packer.formats.recordio`; this module is its public face.
+`packer.formats.mxnet_recordio` (the pack format over them: `packer.formats.recordio`); this
+module is their public face.
 """
 
 from __future__ import annotations
 
-from .formats.recordio import (
+from .errors import RecordIOError
+from .formats.mxnet_recordio import (
     IRHeader,
-    RecordIOError,
     RecordIOReader,
     check_record_size,
     dali_index,

@@ -155,33 +155,7 @@ def _records(part: Split, order: _Order) -> tuple[tf.data.Dataset, Decoder]:
     if order.repeat:
         records = records.repeat()
     batches = records.batch(order.batch_size, order.drop_remainder)
-    return batches, _example_decoder(part.dataset.fields)
-
-
-def _example_decoder(fields: tuple[Field, ...]) -> Decoder:
-    """Parse a batch of Examples at once; raw bytes -> fixed-shape arrays of each field's dtype."""
-    spec = {
-        tfrecord.FEATURES[f.name]: tf.io.FixedLenFeature(
-            [], tf.int64 if f.shape == () else tf.string
-        )
-        for f in fields
-    }
-
-    def decode(serialized: tf.Tensor) -> dict[str, tf.Tensor]:
-        parsed = tf.io.parse_example(serialized, spec)
-        out = {}
-        for f in fields:
-            value = parsed[tfrecord.FEATURES[f.name]]
-            if f.shape == ():  # int64 label -> int32, as the npy pack stores it
-                out[f.name] = tf.cast(value, _tf_dtype(f))
-            else:
-                raw = tf.io.decode_raw(value, _tf_dtype(f), little_endian=True)
-                out[f.name] = tf.ensure_shape(
-                    tf.reshape(raw, [-1, *f.shape]), [serialized.shape[0], *f.shape]
-                )
-        return out
-
-    return decode
+    return batches, tfrecord.example_decoder(part.dataset.fields)
 
 
 def _indices(part: Split, order: _Order) -> tuple[tf.data.Dataset, Decoder]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import struct
+from dataclasses import dataclass
 from pathlib import Path
 
 import cv2
@@ -15,7 +16,6 @@ from PIL import Image
 import packer
 from packer.formats import ShardJob
 from packer.formats import recordio as fmt
-from packer.plan import ChunkTask
 from packer.recordio import (
     IRHeader,
     RecordIOError,
@@ -23,6 +23,7 @@ from packer.recordio import (
     check_record_size,
     dali_index,
     decode_payload,
+    encode_payload,
     frame,
     join_chunks,
     pack_record,
@@ -34,6 +35,15 @@ from packer.schema import fields_for
 MAGIC = bytes.fromhex("0a23d7ce")  # 0xced7230a, little-endian
 SIZE = (32, 24)  # (W, H)
 SHARD = 5 * 32 * 24 * 4  # five segmentation samples per shard
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Stands in for the packing side's chunk task: a `formats.ChunkPosition`."""
+
+    shard: str
+    chunk: int
+    start: int
 
 
 def lrecord(cflag: int, length: int) -> bytes:
@@ -145,7 +155,7 @@ def test_records_from_2_29_bytes_are_refused(tmp_path):
         check_record_size(1 << 29)
     huge = fields_for("segmentation", (16384, 8192), np.dtype(np.uint8))  # 512 MiB of pixels
     with pytest.raises(ValueError, match="too large for RecordIO"):
-        fmt.ChunkWriter(tmp_path, ChunkTask("s", "train", 0, 0, ()), huge, fmt.OPTIONS)
+        fmt.ChunkWriter(tmp_path, Chunk("s", 0, 0), huge, fmt.OPTIONS)
     assert not list(tmp_path.iterdir())  # refused before writing anything
 
 
@@ -162,7 +172,7 @@ def test_payloads_round_trip_with_16_bit_masks(encoding):
     rng = np.random.default_rng(1)
     image = rng.integers(0, 256, (6, 10, 3), np.uint8)
     mask = rng.integers(0, 1000, (6, 10)).astype("<u2")
-    decoded, got = decode_payload(fmt.encode_payload(image, mask, encoding, 90))
+    decoded, got = decode_payload(encode_payload(image, mask, encoding, 90))
     assert got.dtype == np.uint16 and np.array_equal(got, mask)
     assert decoded.shape == image.shape and (encoding == "jpeg" or np.array_equal(decoded, image))
 
@@ -329,7 +339,7 @@ def magic_shard(tmp_path: Path, encoding: str = "raw") -> tuple[Path, dict, list
     (tmp_path / "train").mkdir()
     options = {**fmt.OPTIONS, "encoding": encoding}
     for chunk, batch in enumerate((records[:2], records[2:])):
-        task = ChunkTask("train-00000-of-00001", "train", chunk, 2 * chunk, ())
+        task = Chunk("train-00000-of-00001", chunk, 2 * chunk)
         writer = fmt.ChunkWriter(parts, task, fields, options)
         for record in batch:
             writer.write(record)

@@ -22,11 +22,12 @@ from ..storage.local import (
     sha256_file,
     start_writeback,
 )
-from . import ChunkPosition, ShardJob, part_path
+from . import ChunkPosition, FormatOption, ShardJob, defaults, part_path
 
 HEADER_BYTES = 128
 MAGIC = b"\x93NUMPY\x01\x00"
-OPTIONS: dict = {}
+OPTION_SPECS: tuple[FormatOption, ...] = ()
+OPTIONS: dict = defaults(OPTION_SPECS)
 
 
 def check_options(options: dict) -> None:

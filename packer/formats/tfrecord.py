@@ -1,49 +1,64 @@
 """The tfrecord format, both ways: one TFRecord file of `tf.train.Example`s per shard.
 
-Workers frame records and encode Examples here, without TensorFlow (CRC32C from the `crc32c`
-library, protobuf wire format by hand, features in sorted key order so bytes never depend on
-`--workers`). Optional gzip: one gzip member per chunk, joined in order (every gzip reader,
-TensorFlow's included, reads concatenated members as one stream). Optional DALI index files.
-Random access for the NumPy readers scans the record framing once per shard.
-See formats/tfrecord.md.
+Workers write Examples without TensorFlow (the bytes: `tfrecord_wire`). Optional gzip: one
+gzip member per chunk, joined in order (every gzip reader, TensorFlow's included, reads
+concatenated members as one stream). Optional DALI index files. Random access for the NumPy
+readers scans the record framing once per shard; `example_decoder` is the tf.data parse of a
+batch, importing TensorFlow only when called. See formats/tfrecord.md.
 """
 
 from __future__ import annotations
 
 import gzip
 import mmap
-import struct
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import crc32c
 import numpy as np
 
 from ..schema import Field
 from ..storage.local import FileInfo, write_atomic
-from . import ChunkPosition, ShardJob, part_path
+from . import ChunkPosition, FormatOption, ShardJob, check_values, defaults, part_path
+from .tfrecord_wire import (
+    CRC,
+    FOOT_BYTES,
+    FRAMING,
+    HEAD_BYTES,
+    bytes_feature,
+    decode_example,
+    encode_example,
+    frame,
+    int64_feature,
+    int64_values,
+    masked_crc,
+    scan,
+)
 
-OPTIONS: dict = {"compression": "none", "index": False}
+if TYPE_CHECKING:
+    import tensorflow as tf
+
 COMPRESSIONS = ("none", "gzip")
+OPTION_SPECS = (
+    FormatOption(
+        "compression",
+        "none",
+        "compress shard files (readers must say so too)",
+        choices=COMPRESSIONS,
+    ),
+    FormatOption("index", False, "also write DALI index files"),
+)
+OPTIONS: dict = defaults(OPTION_SPECS)
 GZIP_LEVEL = 6  # zlib's default, as TensorFlow's own GZIP writer
-HEAD_BYTES = 12  # uint64 length + masked CRC32C of it
-FOOT_BYTES = 4  # masked CRC32C of the data
 IMAGE, MASK, LABEL = "image/raw", "mask/raw", "image/class/label"
 HEIGHT, WIDTH, CHANNELS = "image/height", "image/width", "image/channels"
 FEATURES = {"images": IMAGE, "masks": MASK, "labels": LABEL}  # packer field -> Example feature
-_LENGTH = struct.Struct("<QI")
-_CRC = struct.Struct("<I")
-_FRAMING = _LENGTH.size + _CRC.size  # bytes between one record's data and the next's
-_UINT64 = (1 << 64) - 1
 
 
 def check_options(options: dict) -> None:
     """Known compression; an index only for uncompressed files (DALI indexes those only)."""
-    if options["compression"] not in COMPRESSIONS:
-        raise ValueError(
-            f"compression must be one of {', '.join(COMPRESSIONS)}, got {options['compression']!r}"
-        )
+    check_values(OPTION_SPECS, options)
     if options["index"] and options["compression"] != "none":
         raise ValueError(
             "--index with --compression gzip: DALI's index holds byte offsets into "
@@ -59,133 +74,6 @@ def file_name(shard: str, options: dict) -> str:
 def index_name(shard: str) -> str:
     """`train-00000-of-00003.idx`: the DALI index of the shard's TFRecord file."""
     return f"{shard}.idx"
-
-
-# --- TFRecord framing ----------------------------------------------------------------------------
-
-
-def masked_crc(*pieces) -> int:
-    """TFRecord's masked CRC32C (rotated right by 15 bits, plus a constant) of the pieces."""
-    crc = 0
-    for piece in pieces:
-        crc = crc32c.crc32c(piece, crc)
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-
-
-def frame(pieces: Sequence) -> list:
-    """One TFRecord: length, its masked CRC, the data (given in pieces, never joined), data CRC."""
-    length = struct.pack("<Q", sum(len(p) for p in pieces))
-    return [length, _CRC.pack(masked_crc(length)), *pieces, _CRC.pack(masked_crc(*pieces))]
-
-
-def scan(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """(offset, length) of the data of every record of an uncompressed TFRecord file, checked."""
-    starts, lengths = [], []
-    size = path.stat().st_size
-    with open(path, "rb") as f:
-        position = 0
-        while position < size:
-            head = f.read(HEAD_BYTES)
-            if len(head) < HEAD_BYTES:
-                raise OSError(f"{path}: truncated record header at byte {position}")
-            length, crc = _LENGTH.unpack(head)
-            if masked_crc(head[:8]) != crc:
-                raise OSError(f"{path}: corrupted record length at byte {position}")
-            starts.append(position + HEAD_BYTES)
-            lengths.append(length)
-            position += HEAD_BYTES + length + FOOT_BYTES
-            f.seek(position)
-    if position != size:
-        raise OSError(f"{path}: truncated last record (ends at byte {position} of {size})")
-    return np.asarray(starts, np.int64), np.asarray(lengths, np.int64)
-
-
-# --- tf.train.Example, protobuf wire format ------------------------------------------------------
-
-
-def _varint(value: int) -> bytes:
-    """Base-128 varint, least significant group first (negative int64: two's complement)."""
-    value &= _UINT64
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _delimited(number: int, pieces: list) -> list:
-    """Field `number`, wire type 2 (length-delimited), around `pieces`."""
-    return [_varint(number << 3 | 2) + _varint(sum(len(p) for p in pieces)), *pieces]
-
-
-def bytes_feature(data) -> list:
-    """Feature{bytes_list (1): BytesList{value (1): data}}."""
-    return _delimited(1, _delimited(1, [data]))
-
-
-def int64_feature(values: Sequence[int]) -> list:
-    """Feature{int64_list (3): Int64List{value (1), packed varints}}."""
-    return _delimited(3, _delimited(1, [b"".join(_varint(v) for v in values)]))
-
-
-def encode_example(features: dict[str, list]) -> list:
-    """Example{features (1): Features{feature (1): map entries {key (1), value (2)}}}, by key."""
-    entries = []
-    for key in sorted(features):
-        entry = [*_delimited(1, [key.encode()]), *_delimited(2, features[key])]
-        entries.extend(_delimited(1, entry))
-    return _delimited(1, entries)
-
-
-def _read_varint(data, pos: int) -> tuple[int, int]:
-    """The varint at `pos` and the position after it."""
-    value = shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-        shift += 7
-
-
-def _expect(data, pos: int, tag: int) -> tuple[int, int]:
-    """(start, stop) of the length-delimited field `tag` that must begin at `pos`."""
-    found, pos = _read_varint(data, pos)
-    if found != tag:
-        raise ValueError(f"not a packer Example: tag {found:#x} where {tag:#x} belongs")
-    size, pos = _read_varint(data, pos)
-    return pos, pos + size
-
-
-def decode_example(data, start: int, stop: int) -> dict[str, tuple[int, int, int]]:
-    """Feature name -> (kind, start, stop) for the Example in data[start:stop]: kind 1 is a
-    BytesList whose one value lies in [start, stop), kind 3 an Int64List of packed varints."""
-    out = {}
-    begin, end = _expect(data, start, 0x0A)  # Example.features
-    if end != stop:
-        raise ValueError("not a packer Example: bytes after Example.features")
-    pos = begin
-    while pos < end:
-        entry, entry_end = _expect(data, pos, 0x0A)  # Features.feature map entry
-        key_start, key_stop = _expect(data, entry, 0x0A)
-        feature, pos = _expect(data, key_stop, 0x12)
-        kind, _ = _read_varint(data, feature)  # BytesList (0x0A) or Int64List (0x1A)
-        if kind not in (0x0A, 0x1A) or pos != entry_end:
-            raise ValueError("not a packer Example: a feature is neither bytes nor int64")
-        values = _expect(data, _expect(data, feature, kind)[0], 0x0A)
-        out[bytes(data[key_start:key_stop]).decode()] = (kind >> 3, *values)
-    return out
-
-
-def int64_values(data, start: int, stop: int) -> list[int]:
-    """The packed varints of an Int64List, as signed 64-bit integers."""
-    values = []
-    while start < stop:
-        value, start = _read_varint(data, start)
-        values.append(value - (1 << 64) if value >> 63 else value)
-    return values
 
 
 # --- writing -------------------------------------------------------------------------------------
@@ -246,6 +134,41 @@ def finalize(job: ShardJob) -> list[FileInfo]:
     return files
 
 
+# --- reading with tf.data -----------------------------------------------------------------------
+
+
+def example_decoder(fields: Sequence[Field]) -> Callable[[tf.Tensor], dict[str, tf.Tensor]]:
+    """A function parsing a batch of serialized Examples at once: field name -> `[B, *shape]`.
+
+    Raw bytes become fixed-shape arrays of each field's dtype; the int64 label is cast to the
+    label field's dtype, as the other formats store it. TensorFlow is imported here, on first
+    use, so that workers loading this module never import it.
+    """
+    import tensorflow as tf
+
+    dtypes = {f.name: tf.as_dtype(np.dtype(f.dtype).newbyteorder("=")) for f in fields}
+    spec = {
+        FEATURES[f.name]: tf.io.FixedLenFeature([], tf.int64 if f.shape == () else tf.string)
+        for f in fields
+    }
+
+    def decode(serialized: tf.Tensor) -> dict[str, tf.Tensor]:
+        parsed = tf.io.parse_example(serialized, spec)
+        out = {}
+        for f in fields:
+            value = parsed[FEATURES[f.name]]
+            if f.shape == ():  # int64 label -> the label field's dtype
+                out[f.name] = tf.cast(value, dtypes[f.name])
+            else:
+                raw = tf.io.decode_raw(value, dtypes[f.name], little_endian=True)
+                out[f.name] = tf.ensure_shape(
+                    tf.reshape(raw, [-1, *f.shape]), [serialized.shape[0], *f.shape]
+                )
+        return out
+
+    return decode
+
+
 # --- random access -------------------------------------------------------------------------------
 
 
@@ -294,7 +217,7 @@ class TFRecordShardReader:
         data = self._open()
         for i in local[~self._verified[local]].tolist():  # each record's CRC once per reader
             start, stop = int(self._starts[i]), int(self._starts[i] + self._lengths[i])
-            (crc,) = _CRC.unpack_from(data, stop)
+            (crc,) = CRC.unpack_from(data, stop)
             if masked_crc(memoryview(data)[start:stop]) != crc:
                 raise OSError(f"{self.path}: record {i} is corrupted (data CRC mismatch)")
             self._verified[i] = True
@@ -307,7 +230,7 @@ class TFRecordShardReader:
                     np.uint8,
                     data,
                     int(self._starts[0]) + begin,
-                    (int(self._lengths[0]) + _FRAMING, 1),
+                    (int(self._lengths[0]) + FRAMING, 1),
                 )
                 flat = array.reshape(len(local), -1).view(np.uint8)
                 for row, i in enumerate(local.tolist()):  # np.take would copy all of `rows`
@@ -344,7 +267,7 @@ class TFRecordShardReader:
         if self._layout_cache is not None:
             return self._layout_cache
         layout: dict[str, tuple[int, int]] = {}
-        step = self._lengths[0] + _FRAMING
+        step = self._lengths[0] + FRAMING
         uniform = (self._lengths == self._lengths[0]).all() and (
             np.diff(self._starts) == step
         ).all()

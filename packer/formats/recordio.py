@@ -1,0 +1,271 @@
+"""The recordio format, both ways: one `.rec` (with its `.idx` and `.lst`) per shard.
+
+The bytes are MXNet's (`mxnet_recordio`). Workers frame records into part files with a
+placeholder id; finalising a shard writes each record's index into its IRHeader and joins the
+parts into the `.rec`, then writes the `.idx` and `.lst`. Reading copies raw records straight
+into the batch arrays with `preadv` and decodes the others. See formats/recordio.md.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import RecordIOError
+from ..schema import Field
+from ..storage.local import FileInfo, write_atomic
+from . import ChunkPosition, FormatOption, ShardJob, check_values, defaults, part_path
+from .mxnet_recordio import (
+    CHUNK,
+    ENCODINGS,
+    ID_OFFSET,
+    IR_HEADER,
+    MAGIC,
+    RAW_HEADER,
+    RecordIOReader,
+    check_record_size,
+    decode_payload,
+    encode_payload,
+    frame,
+    index_text,
+    list_text,
+    padded,
+    raw_descriptor,
+)
+
+OPTION_SPECS = (
+    FormatOption(
+        "encoding", "raw", "image payload, decoded pixels or re-encoded", choices=ENCODINGS
+    ),
+    FormatOption("quality", 95, "JPEG quality (with --encoding jpeg)", range=(1, 100)),
+)
+OPTIONS: dict = defaults(OPTION_SPECS)
+IOV_MAX = 1024  # buffers per preadv call (Linux, macOS)
+
+
+def check_options(options: dict) -> None:
+    """`encoding` raw|jpeg|png; `quality` 1..100 (JPEG only)."""
+    check_values(OPTION_SPECS, options)
+
+
+def file_names(shard: str) -> tuple[str, str, str]:
+    """`<shard>.rec`, `<shard>.idx`, `<shard>.lst`."""
+    return f"{shard}.rec", f"{shard}.idx", f"{shard}.lst"
+
+
+class ChunkWriter:
+    """Frames each sample as one record (placeholder id) into the chunk's part file."""
+
+    def __init__(
+        self, part_dir: Path, task: ChunkPosition, fields: Sequence[Field], options: dict
+    ) -> None:
+        self.fields = {f.name: f for f in fields}
+        self.encoding = options["encoding"]
+        self.quality = options["quality"]
+        if self.encoding == "raw":
+            check_record_size(raw_record_bytes(fields))
+        self._records = part_path(part_dir, task.shard, task.chunk, "records").open("wb")
+        self._index_path = part_path(part_dir, task.shard, task.chunk, "index")
+        self._index: list[tuple[int, int]] = []  # (framed bytes, label) per record
+
+    def write(self, record: dict[str, np.ndarray]) -> None:
+        arrays = {name: field.coerce(record[name]) for name, field in self.fields.items()}
+        label = int(arrays["labels"]) if "labels" in arrays else 0
+        payload = encode_payload(arrays["images"], arrays.get("masks"), self.encoding, self.quality)
+        framed = frame(IR_HEADER.pack(0, label, 0, 0) + payload)
+        self._records.write(framed)
+        self._index.append((len(framed), label))
+
+    def close(self) -> None:
+        self._records.close()
+        np.asarray(self._index, "<i8").reshape(-1, 2).tofile(self._index_path)
+
+
+def raw_record_bytes(fields: Sequence[Field]) -> int:
+    """Bytes of one raw record's data: IRHeader, raw descriptor, image and mask."""
+    pixels = sum(f.nbytes for f in fields if f.name != "labels")
+    return IR_HEADER.size + RAW_HEADER.size + pixels
+
+
+def finalize(job: ShardJob) -> list[FileInfo]:
+    """Number the records, join the parts into the `.rec`, and write the `.idx` and `.lst`."""
+    parts = [part_path(job.part_dir, job.shard, c, "records") for c in job.chunks]
+    indexes = [part_path(job.part_dir, job.shard, c, "index") for c in job.chunks]
+    tables = [np.fromfile(p, "<i8").reshape(-1, 2) for p in indexes]
+    table = np.concatenate(tables)
+    if len(table) != job.count:
+        raise ValueError(f"{job.shard}: the parts hold {len(table)} records, expected {job.count}")
+    key = 0
+    for part, chunk_table in zip(parts, tables, strict=True):
+        _write_ids(part, np.cumsum(chunk_table[:, 0]) - chunk_table[:, 0], key)
+        key += len(chunk_table)
+    offsets = np.cumsum(table[:, 0]) - table[:, 0]
+    rec, idx, lst = (job.out / job.split / name for name in file_names(job.shard))
+    files = [
+        write_atomic(rec, job.out, b"", parts),
+        write_atomic(idx, job.out, b"", [index_text(offsets.tolist())]),
+        write_atomic(
+            lst, job.out, b"", [list_text(table[:, 1].tolist(), [s[0] for s in job.sources])]
+        ),
+    ]
+    for path in (*parts, *indexes):
+        path.unlink()
+    return files
+
+
+def _write_ids(part: Path, offsets: np.ndarray, first: int) -> None:
+    """Write ids first, first + 1, ... into the IRHeaders of the records at `offsets` of `part`.
+
+    The placeholder id 0 and the real id (below the record count, far below the magic number)
+    hold no magic word, so the chunk framing done by the worker stays exactly dmlc-core's.
+    """
+    with open(part, "r+b") as f:
+        for key, offset in enumerate(offsets.tolist(), first):
+            os.pwrite(f.fileno(), key.to_bytes(8, "little"), offset + ID_OFFSET)
+
+
+def open_shard(
+    root: Path, split: str, shard: dict, fields: Sequence[Field], options: dict
+) -> RecordIOShardReader:
+    """Batch reads of one shard for the NumPy readers; files open on first use."""
+    rec, idx, _ = (root / split / name for name in file_names(shard["name"]))
+    return RecordIOShardReader(rec, idx, shard["count"], fields, options["encoding"])
+
+
+class RecordIOShardReader:
+    """Batch reads of one shard: raw records straight into the batch arrays, others decoded."""
+
+    def __init__(
+        self, rec: Path, idx: Path, count: int, fields: Sequence[Field], encoding: str
+    ) -> None:
+        self.rec, self.idx, self.count = rec, idx, count
+        self.raw = _RawLayout(fields) if encoding == "raw" else None
+        self._reader: RecordIOReader | None = None
+
+    @property
+    def reader(self) -> RecordIOReader:
+        """The shard's `.rec` and `.idx`, opened on first use and checked against the manifest."""
+        if self._reader is None:
+            reader = RecordIOReader(self.rec, self.idx)
+            if len(reader) != self.count or not np.array_equal(reader.keys, np.arange(self.count)):
+                reader.close()
+                raise RecordIOError(
+                    f"{self.idx}: lists {len(reader)} records (keys 0..n-1 expected), "
+                    f"the manifest says {self.count}"
+                )
+            self._reader = reader
+        return self._reader
+
+    def read_into(self, local: np.ndarray, out: dict[str, np.ndarray]) -> None:
+        """Copy records `local` (sorted indices into this shard) into the arrays of `out`."""
+        slow = range(len(local))
+        if self.raw is not None:
+            slow = self.raw.read_into(self.reader, local, out)
+        for j in slow:
+            self._decode_into(int(local[j]), out, j)
+
+    def _decode_into(self, position: int, out: dict[str, np.ndarray], row: int) -> None:
+        """One record through the general path: join chunks, unpack, decode, check, copy."""
+        header, payload = self.reader[position]
+        try:
+            image, mask = decode_payload(payload)
+        except RecordIOError as exc:
+            raise RecordIOError(f"{self.rec}: record {position}: {exc}") from None
+        values = {"images": image, "masks": mask, "labels": header.label}
+        for name, array in out.items():
+            value = values[name]
+            if value is None or np.shape(value) != array.shape[1:]:
+                raise RecordIOError(
+                    f"{self.rec}: record {position}: {name} of shape {np.shape(value)}, "
+                    f"the manifest says {array.shape[1:]}"
+                )
+            array[row] = value
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+
+class _RawLayout:
+    """Whole raw records of one shape, read with `preadv` straight into the batch arrays.
+
+    A run of consecutive whole records is one system call whose buffers are each record's
+    48 header bytes (chunk header, IRHeader, raw descriptor), its image and mask rows of the
+    batch arrays, and its padding. The headers are then checked together, vectorised.
+    """
+
+    HEAD = CHUNK.size + IR_HEADER.size + RAW_HEADER.size
+
+    def __init__(self, fields: Sequence[Field]) -> None:
+        image = next(f for f in fields if f.name == "images")
+        mask = next((f for f in fields if f.name == "masks"), None)
+        data_bytes = raw_record_bytes(fields)
+        self.framed = CHUNK.size + padded(data_bytes)
+        self.pad = bytearray(self.framed - CHUNK.size - data_bytes)
+        head = CHUNK.pack(MAGIC, data_bytes) + IR_HEADER.pack(0, 0, 0, 0)
+        head += raw_descriptor(image.shape, None if mask is None else np.dtype(mask.dtype))
+        self.expected = np.frombuffer(head, "<u4")[_CHECKED_WORDS]
+        self.pixel_fields = ["images"] if mask is None else ["images", "masks"]
+
+    def read_into(self, reader: RecordIOReader, local: np.ndarray, out: dict) -> list[int]:
+        """Read the whole records among `local`; return the rows left for the general path."""
+        n = len(local)
+        heads = np.empty((n, self.HEAD), np.uint8)
+        rows = [_byte_rows(out[name], n) for name in self.pixel_fields]
+        whole = (reader.ends[local] - reader.offsets[local]) == self.framed
+        positions, offsets = local.tolist(), reader.offsets[local].tolist()
+        run: list[int] = []
+        buffers: list = []
+        for j in np.flatnonzero(whole).tolist():
+            if run and (positions[j] != positions[run[-1]] + 1 or len(buffers) + 4 > IOV_MAX):
+                self._preadv(reader, run, buffers, positions, offsets)
+                run, buffers = [], []
+            run.append(j)
+            buffers += [heads[j], *(r[j] for r in rows)]
+            if self.pad:
+                buffers.append(self.pad)
+        if run:
+            self._preadv(reader, run, buffers, positions, offsets)
+        self._check(reader, heads[whole], np.flatnonzero(whole), positions, offsets)
+        if "labels" in out:
+            out["labels"][whole] = heads[whole, 12:16].view("<f4")[:, 0]
+        return np.flatnonzero(~whole).tolist()  # split around a magic word, or damaged
+
+    def _preadv(self, reader, run: list[int], buffers: list, positions, offsets) -> None:
+        got = os.preadv(reader.fileno(), buffers, offsets[run[0]])
+        if got != len(run) * self.framed:
+            raise RecordIOError(
+                f"{reader.path}: records {positions[run[0]]}..{positions[run[-1]]}: read "
+                f"{got} of {len(run) * self.framed} bytes from byte {offsets[run[0]]} (truncated?)"
+            )
+
+    def _check(self, reader, heads: np.ndarray, rows: np.ndarray, positions, offsets) -> None:
+        """Every whole record must be one chunk of the raw layout the manifest describes."""
+        words = heads.view("<u4")
+        bad = np.flatnonzero((words[:, _CHECKED_WORDS] != self.expected).any(axis=1))
+        if len(bad):
+            j = int(rows[bad[0]])
+            magic, lrecord = words[bad[0], :2].tolist()
+            problem = (
+                f"bad magic 0x{magic:08x} (expected 0x{MAGIC:08x})"
+                if magic != MAGIC
+                else f"lrecord 0x{lrecord:08x} or its headers differ from the manifest's raw layout"
+            )
+            raise RecordIOError(
+                f"{reader.path}: record {positions[j]}: chunk at byte {offsets[j]}: {problem}"
+            )
+
+
+# The header words a whole raw record must hold: all but label (3), id (4, 5) and id2 (6, 7).
+_CHECKED_WORDS = np.array([0, 1, 2, 8, 9, 10, 11])
+
+
+def _byte_rows(array: np.ndarray, n: int) -> np.ndarray:
+    """`array` as n rows of bytes, a view (the batch arrays are C-contiguous)."""
+    if not array.flags.c_contiguous:
+        raise ValueError("read_into needs C-contiguous output arrays")
+    return array.reshape(n, -1).view(np.uint8)
