@@ -11,7 +11,10 @@ bash scripts/apt-install.sh libjpeg-dev zlib1g-dev libpng-dev libtiff-dev libweb
 
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 "$VENV/bin/pip" install -q --upgrade pip wheel setuptools
-"$VENV/bin/pip" install -q -e ".[tf,test]"
+# torch first and alone: 2.13.0 is a CPU build on this project's machines, and with it in
+# place no extra pulls a CUDA build (elsewhere, point pip at a CPU wheel index for torch).
+"$VENV/bin/pip" install -q "torch==${TORCH_VERSION:-2.13.0}"
+"$VENV/bin/pip" install -q -e ".[tf,torch,ray,remote,test]"
 
 # Anything that depends on plain Pillow would install it over Pillow-SIMD (same PIL module).
 # Make sure the SIMD build is the one that imports.
