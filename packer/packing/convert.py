@@ -22,7 +22,7 @@ from ..imaging import Geometry, decode_image, decode_mask, pad_to_canvas, resamp
 from ..labels import ClassTable, LabelMapper
 from ..schema import Field
 from ..sources import Sample
-from . import stats, workdir
+from . import scratch, stats, workdir
 from .tasks import ChunkResult, ChunkTask, ShardTask
 
 
@@ -71,7 +71,8 @@ class Converter:
 
     @property
     def out(self) -> Path:
-        return Path(self.config.out)
+        """Where the formats write: OUT, or a local scratch copy of it when OUT is a URL."""
+        return scratch.local_out(self.config.out)
 
     def pack_chunk(self, task: ChunkTask) -> ChunkResult:
         """Decode and transform each sample of a ChunkTask, appending records to its parts."""
@@ -131,6 +132,8 @@ class Converter:
                 sources_path, out, b"", [json.dumps(kept, ensure_ascii=False).encode()]
             )
         )
+        target = storage.as_path(config.out)
+        scratch.publish(out, target, files)  # a URL's shard files: uploaded, each whole
         receipt = {
             "name": task.shard,
             "split": task.split,
@@ -141,10 +144,10 @@ class Converter:
             "rejected": [r for c in results for r in c.rejected],
             "unknown": [u for c in results for u in c.unknown],
         }
-        storage.make_dirs(workdir.receipts_dir(out))
+        storage.make_dirs(workdir.receipts_dir(target))
         storage.write_atomic(
-            workdir.receipts_dir(out) / f"{task.shard}.json",
-            out,
+            workdir.receipts_dir(target) / f"{task.shard}.json",
+            target,
             b"",
             [json.dumps(receipt).encode()],
         )

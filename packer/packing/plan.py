@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import formats
+from .. import formats, storage
 from ..errors import PackError
 from ..imaging import DEFAULT_MAX_PIXELS, Geometry, decode_image
 from ..labels import ClassTable, find_class_table, mask_dtype, read_class_table
@@ -112,8 +112,8 @@ def chunk_tasks(shard: ShardPlan, record_bytes: int) -> list[ChunkTask]:
 
 def default_out(src: str | os.PathLike, fmt: str) -> Path:
     """`<SRC>-<format>` beside SRC (a list file's name without its extension)."""
-    src_path = Path(src).resolve()
-    stem = src_path.stem if src_path.is_file() else src_path.name
+    src_path = storage.as_path(src).resolve()
+    stem = src_path.stem if storage.is_file(src_path) else src_path.name
     return src_path.parent / f"{stem}-{fmt}"
 
 
@@ -159,7 +159,7 @@ def make_plan(
         )
     geometry = Geometry(_output_size(found, size, notes), resize, interpolation, pad_value)
     fields = fields_for(found.task, geometry.size, mask_dtype(table and len(table), ignore_index))
-    out_path = Path(out) if out is not None else default_out(src, format)
+    out_path = storage.as_path(out) if out is not None else default_out(src, format)
     options = {
         "format": format,
         "size": list(geometry.size),
@@ -216,7 +216,7 @@ def _format_options(name: str, given: dict) -> dict:
 
 def _class_table(found: SourceScan, classes, notes: list[str]) -> ClassTable | None:
     """The class table: --classes, else a file in the source root, else folder/list names."""
-    path = Path(classes) if classes is not None else find_class_table(found.root)
+    path = storage.as_path(classes) if classes is not None else find_class_table(found.root)
     if path is not None:
         table = read_class_table(path)
         notes.append(f"classes from {path.name}: {len(table)}")

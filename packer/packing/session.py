@@ -19,7 +19,7 @@ from ..errors import LockHeldError, PackError
 from ..imaging import backend_versions
 from ..labels import ClassTable
 from ..storage.local import TMP_PREFIX
-from . import schedule, workdir
+from . import schedule, scratch, workdir
 from .convert import Converter
 from .plan import PackPlan
 from .tasks import ChunkResult
@@ -34,24 +34,32 @@ def execute(
     progress: bool = False,
     strict: bool = False,
     max_rejects: int | None = None,
-    engine: str = "local",
+    engine: str | engines.Engine = "local",
+    engine_options: dict | None = None,
+    force: bool = False,
 ) -> dict:
     """Run a plan: lock and prepare OUT, pack the missing shards, write the manifest.
 
     `strict` stops at the first rejected input, `max_rejects` once more than that many are
     rejected. Whatever stops a pack (those limits, a full disk, Ctrl-C) leaves the finished
-    shards in place and no temporary files, so the same command resumes it.
+    shards in place and no temporary files, so the same command resumes it. `engine` is a
+    name (with `engine_options` for its constructor) or an Engine; `force` breaks a stale lock
+    (a remote OUT's lock object whose holder stopped renewing it).
     """
     if not plan.scan.samples:
         raise PackError(f"{plan.scan.root}: nothing to pack")
-    runner = engines.create(engine, workers=workers)
+    runner = (
+        engines.create(engine, workers=workers, **(engine_options or {}))
+        if isinstance(engine, str)
+        else engine
+    )
     limit = 0 if strict else max_rejects
     rejected = [{"path": r.path, "reason": r.reason} for r in plan.scan.rejected]
     _check_rejects(rejected, limit)
     out = plan.out
     storage.make_dirs(out)
     try:
-        lock = storage.lock(workdir.lock_path(out), f"pid {os.getpid()}")
+        lock = storage.lock(workdir.lock_path(out), f"pid {os.getpid()}", force)
         with lock:
             try:
                 if not prepare(out, plan.fingerprint, overwrite):
@@ -67,6 +75,7 @@ def execute(
                 raise
             manifest.write(out, data)
             storage.remove_tree(workdir.partial_dir(out))
+            scratch.clear(out)
     except LockHeldError as exc:
         raise PackError(
             f"{out} is being written by another pack ({exc.holder}); wait for it to finish"
@@ -105,6 +114,7 @@ def prepare(out: Path, fingerprint: str, overwrite: bool) -> bool:
 def remove_temporaries(out: Path) -> None:
     """Delete chunk parts and half-written files (a killed run leaves them; they are redone)."""
     storage.remove_tree(workdir.parts_dir(out))
+    scratch.clear(out)  # OUT at a URL: this machine's local copies of unfinished shards
     for path in storage.walk_files(out, TMP_PREFIX):
         storage.remove(path)
 

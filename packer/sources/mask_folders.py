@@ -78,7 +78,7 @@ def scan_explicit_masks(src: Path, masks: Path, mask_suffix: str | None) -> tupl
     mask_root = _resolve_masks(src, masks)
     if mask_root == src or src.is_relative_to(mask_root):
         raise SourceError(f"--masks {masks} must be a folder inside or beside SRC, not SRC itself")
-    root = src if mask_root.is_relative_to(src) else Path(os.path.commonpath([src, mask_root]))
+    root = src if mask_root.is_relative_to(src) else type(src)(os.path.commonpath([src, mask_root]))
     image_dir = "" if src == root else src.relative_to(root).as_posix()
     mask_dir = mask_root.relative_to(root).as_posix()
     rejected: list[Rejection] = []

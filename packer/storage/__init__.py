@@ -1,9 +1,10 @@
 """The storage seam: every read, listing, atomic write and lock of pack and source paths.
 
-Callers name a path (or, once a remote backend is registered, a URL); the backend for its
-scheme does the I/O. `local` is the only backend so far: plain files, written under a
-temporary name and renamed, so a file is either complete or absent. A new backend is one
-module with the functions below plus one line in BACKENDS.
+Callers name a path or a URL; the backend for its scheme does the I/O. `local`: plain files,
+written under a temporary name and renamed, so a file is either complete or absent. `remote`:
+fsspec file systems (s3://, gs://, memory://), each object sent in one upload. A new backend
+is one module with the functions below plus its schemes in BACKENDS. `as_path` turns a path or
+URL into a joinable path object (`URLPath` keeps the `//` of a URL).
 """
 
 from __future__ import annotations
@@ -18,17 +19,26 @@ from types import ModuleType
 
 from ..errors import StorageError
 from .local import FileInfo
+from .url import URLPath, as_path, is_url
 
-BACKENDS = {"file": "packer.storage.local"}  # URL scheme -> backend module
+_REMOTE = "packer.storage.remote"
+BACKENDS = {  # URL scheme -> backend module
+    "file": "packer.storage.local",
+    **dict.fromkeys(("s3", "s3a", "gs", "gcs", "az", "abfs", "memory"), _REMOTE),
+}
 _SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]+)://")
 
 __all__ = [
     "FileInfo",
+    "URLPath",
+    "as_path",
     "backend",
+    "download",
     "exists",
     "file_size",
     "is_dir",
     "is_file",
+    "is_url",
     "list_dir",
     "lock",
     "make_dirs",
@@ -36,8 +46,10 @@ __all__ = [
     "read_text",
     "remove",
     "remove_tree",
+    "scan_dir",
     "scheme",
     "sha256_file",
+    "upload",
     "walk_files",
     "write_atomic",
     "write_text_atomic",
@@ -61,9 +73,11 @@ def backend(path: str | os.PathLike) -> ModuleType:
     return importlib.import_module(BACKENDS[name])
 
 
-def _local(path: str | os.PathLike) -> Path:
-    """A plain path for the local backend (`file://` stripped)."""
+def _local(path: str | os.PathLike) -> Path | str:
+    """A plain path for the local backend (`file://` stripped); the URL for a remote one."""
     text = os.fspath(path)
+    if scheme(text) != "file":
+        return text
     return Path(text[len("file://") :] if text.startswith("file://") else text)
 
 
@@ -127,12 +141,31 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> None:
     backend(path).write_text_atomic(_local(path), text)
 
 
-def lock(path: str | os.PathLike, holder: str) -> AbstractContextManager[None]:
+def lock(
+    path: str | os.PathLike, holder: str, force: bool = False
+) -> AbstractContextManager[None]:
     """Hold an exclusive lock file while the context runs; StorageError names the holder
-    when another process has it."""
+    when another process has it. `force` breaks a stale lock (where locks can go stale)."""
+    if force:
+        return backend(path).lock(_local(path), holder, force=True)
     return backend(path).lock(_local(path), holder)
 
 
 def walk_files(path: str | os.PathLike, prefix: str) -> Iterator[str]:
     """Paths of files under `path` (recursive) whose name starts with `prefix`."""
     return backend(path).walk_files(_local(path), prefix)
+
+
+def scan_dir(path: str | os.PathLike) -> list[tuple[str, bool]]:
+    """(name, is_folder) of each entry of a folder, not recursive, unsorted."""
+    return backend(path).scan_dir(_local(path))
+
+
+def upload(local: str | os.PathLike, path: str | os.PathLike) -> None:
+    """Publish a finished local file at `path`, whole (one rename, or one upload)."""
+    backend(path).upload(Path(local), _local(path))
+
+
+def download(path: str | os.PathLike, local: str | os.PathLike) -> None:
+    """Copy the file at `path` to the local file `local`."""
+    backend(path).download(_local(path), Path(local))

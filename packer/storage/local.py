@@ -197,3 +197,16 @@ def lock(path: Path, holder: str) -> Iterator[None]:
         f.write(holder)
         f.flush()
         yield
+
+
+def scan_dir(path: Path) -> list[tuple[str, bool]]:
+    with os.scandir(path) as entries:
+        return [(e.name, e.is_dir()) for e in entries]
+
+
+def upload(local: Path, path: Path) -> None:
+    os.replace(local, path)
+
+
+def download(path: Path, local: Path) -> None:
+    shutil.copyfile(path, local)
