@@ -10,15 +10,14 @@ from pathlib import Path
 
 import click
 
-from . import api, bench, preview, report
-from .api import DEFAULT_SHARD_BYTES, PackError
-from .convert import UnknownLabelError, cpu_count
-from .dataset import open_dataset
+from . import bench, engines, packing, preview, report
+from .engines import cpu_count
+from .errors import PackError
 from .formats import FORMATS, FormatOption, all_options
-from .imaging import INTERPOLATIONS, RESIZE_MODES, ImageError
-from .labels import LabelError
-from .manifest import ManifestError
-from .sources import LAYOUTS, SourceError, parse_split_spec
+from .imaging import INTERPOLATIONS, RESIZE_MODES
+from .packing import DEFAULT_SHARD_BYTES
+from .reading.dataset import open_dataset
+from .sources import LAYOUTS, parse_split_spec
 from .verify import verify
 
 _UNITS = {
@@ -36,7 +35,6 @@ _UNITS = {
 }
 FORMAT_OPTIONS = all_options()  # every format's own options, each with the formats taking it
 FORMAT_OPTION_NAMES = tuple(spec.name for spec, _ in FORMAT_OPTIONS)
-_USER_ERRORS = (PackError, SourceError, LabelError, ManifestError, ImageError, UnknownLabelError)
 
 
 def parse_size(text: str) -> tuple[int, int]:
@@ -91,6 +89,23 @@ def _format_options(command):
     return command
 
 
+class Command(click.Command):
+    """A click command whose user errors (any PackError) end as one `Error:` line and exit 1;
+    anything else is a bug and keeps its traceback."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except PackError as exc:
+            raise click.ClickException(str(exc)) from None
+
+
+class Group(click.Group):
+    """The `packer` group: its commands are `Command`s."""
+
+    command_class = Command
+
+
 PACK_HELP = """Pack SRC (a folder or a .lst/.csv list) into already-decoded shards.
 
 Without --out the pack goes to SRC-FORMAT/ beside SRC. Re-running an interrupted pack
@@ -98,7 +113,9 @@ finishes it; a finished identical pack is left as it is.
 """
 
 
-@click.command("pack", help=PACK_HELP, short_help="Pack SRC into already-decoded shards.")
+@click.command(
+    "pack", cls=Command, help=PACK_HELP, short_help="Pack SRC into already-decoded shards."
+)
 @click.argument("src", type=click.Path(exists=True, path_type=Path))
 @click.option("--out", type=click.Path(path_type=Path), help="Output folder [default: SRC-FORMAT].")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="npy", show_default=True)
@@ -177,25 +194,30 @@ finishes it; a finished identical pack is left as it is.
     type=click.IntRange(0),
     help="Stop once more than this many inputs could not be packed.",
 )
+@click.option(
+    "--engine",
+    type=click.Choice(tuple(engines.ENGINES)),
+    default="local",
+    show_default=True,
+    help="Where the shard tasks run (local: a process pool on this machine).",
+)
 @click.option("--overwrite", is_flag=True, help="Replace a different pack already in --out.")
 @click.option("--dry-run", is_flag=True, help="Show what would be packed, write nothing.")
 @click.option("--progress/--no-progress", default=True, show_default=True)
 def pack_command(
-    src, out, fmt, workers, overwrite, dry_run, progress, strict, max_rejects, **options
+    src, out, fmt, workers, engine, overwrite, dry_run, progress, strict, max_rejects, **options
 ) -> None:
     format_options = {k: options.pop(k) for k in FORMAT_OPTION_NAMES}
     options.update({k: v for k, v in format_options.items() if v is not None})
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
-        plan = api.make_plan(src, out, fmt, options.pop("size"), **options)
+        plan = packing.make_plan(src, out, fmt, options.pop("size"), **options)
         if dry_run:
             click.echo(report.dry_run(plan))
             return
         if plan.notes:
             click.echo("\n".join(f"note: {n}" for n in plan.notes), err=True)
-        data = api.execute(plan, workers, overwrite, progress, strict, max_rejects)
-    except _USER_ERRORS as exc:
-        raise click.ClickException(str(exc)) from None
+        data = packing.execute(plan, workers, overwrite, progress, strict, max_rejects, engine)
     except KeyboardInterrupt:
         click.echo(
             "\ninterrupted: finished shards are kept; run the same command again to resume",
@@ -205,7 +227,7 @@ def pack_command(
     click.echo(report.pack_summary(data, plan.out))
 
 
-@click.group(help="Pack image datasets once; read them at memory speed.")
+@click.group(cls=Group, help="Pack image datasets once; read them at memory speed.")
 @click.version_option(package_name="packer")
 def main() -> None:
     pass
@@ -219,10 +241,7 @@ main.add_command(pack_command)
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
 def info_command(path: Path, as_json: bool) -> None:
     """Describe a packed dataset."""
-    try:
-        dataset = open_dataset(path)
-    except ManifestError as exc:
-        raise click.ClickException(str(exc)) from None
+    dataset = open_dataset(path)
     if as_json:
         click.echo(json.dumps(report.summary(dataset.manifest), indent=1, ensure_ascii=False))
     else:
@@ -233,10 +252,7 @@ def info_command(path: Path, as_json: bool) -> None:
 @click.argument("path", type=click.Path(exists=True, file_okay=False, path_type=Path))
 def verify_command(path: Path) -> None:
     """Re-hash every shard file against the manifest; exit 1 on any mismatch."""
-    try:
-        problems = verify(path, progress=sys.stderr.isatty())
-    except ManifestError as exc:
-        raise click.ClickException(str(exc)) from None
+    problems = verify(path, progress=sys.stderr.isatty())
     if problems:
         for p in problems:
             click.echo(f"FAIL {p}", err=True)
@@ -263,10 +279,7 @@ def verify_command(path: Path) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 def bench_command(path: Path, split: str, batch_size: int, seconds: float, step_ms, as_json):
     """Reader throughput (warm and cold cache) beside memcpy and a naive decode baseline."""
-    try:
-        result = bench.run(path, split, batch_size, seconds, step_ms)
-    except (ManifestError, KeyError) as exc:
-        raise click.ClickException(str(exc)) from None
+    result = bench.run(path, split, batch_size, seconds, step_ms)
     click.echo(json.dumps(result.to_json(), indent=1) if as_json else bench.render(result))
 
 
@@ -283,8 +296,5 @@ def bench_command(path: Path, split: str, batch_size: int, seconds: float, step_
 @click.option("--seed", type=int, default=0, show_default=True)
 def preview_command(path: Path, out: Path, split: str | None, count: int, seed: int) -> None:
     """A grid of samples, masks overlaid in their class colours, for a check by eye."""
-    try:
-        written = preview.save(path, out, split=split, count=count, seed=seed)
-    except (ManifestError, KeyError) as exc:
-        raise click.ClickException(str(exc)) from None
+    written = preview.save(path, out, split=split, count=count, seed=seed)
     click.echo(f"wrote {written}")

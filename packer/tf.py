@@ -21,17 +21,20 @@ Multi-worker training gives each input pipeline its share through `tf.distribute
 
 from __future__ import annotations
 
+import itertools
 import os
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import tensorflow as tf
 
-from .dataset import Split, open_dataset
 from .formats import tfrecord
+from .reading.dataset import Split, open_dataset
+from .reading.loader import Loader
+from .reading.transforms import BatchTransform
 from .schema import Field
-from .targets import Normalizer
 
 Decoder = Callable[[tf.Tensor], dict[str, tf.Tensor]]
 
@@ -113,10 +116,10 @@ def dataset(
         pipelines,
         pipeline,
     )
-    batches, decode = (_records if stream else _indices)(part, order)
-    transform = _transform(part, one_hot, normalize)
+    batches, decode = _records(part, order) if stream else _indices(path, split, order)
+    transform = BatchTransform(part.dataset.manifest, normalize, one_hot)
     batches = batches.map(
-        lambda batch: transform(decode(batch)),
+        lambda batch: transform.tf_apply(decode(batch)),
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=order.deterministic,
     )
@@ -158,52 +161,56 @@ def _records(part: Split, order: _Order) -> tuple[tf.data.Dataset, Decoder]:
     return batches, tfrecord.example_decoder(part.dataset.fields)
 
 
-def _indices(part: Split, order: _Order) -> tuple[tf.data.Dataset, Decoder]:
-    """Batches of sample indices, and a decoder reading them with the format's random access."""
-    fields = part.dataset.fields
-    reader = part.reader  # opened here, once, rather than by concurrent calls
-    indices = tf.data.Dataset.range(part.count).shard(order.pipelines, order.pipeline)
-    if order.shuffle:  # indices are small: shuffle them all, a uniform order
-        indices = indices.shuffle(part.count, seed=order.seed_for(0))
-    if order.repeat:
-        indices = indices.repeat()
+def _indices(path, split: str, order: _Order) -> tuple[tf.data.Dataset, Decoder]:
+    """(epoch, batch) numbers, and a decoder reading each batch through a `reading.Loader`.
 
-    def read(batch: np.ndarray) -> list[np.ndarray]:
-        arrays = reader.read(batch)  # in ascending index order, like PackedSequence batches
+    A seeded Loader draws each epoch's order, so the same seed gives the same batches as
+    PackedSequence; each new pass over the dataset (a Keras epoch) takes the next epoch.
+    """
+    loader = Loader(
+        path,
+        split,
+        order.batch_size,
+        "global" if order.shuffle else False,
+        drop_remainder=order.drop_remainder,
+        # Pipelines must agree on each epoch's order to split it: unseeded, they all use 0.
+        seed=order.seed if order.seed is not None or order.pipelines > 1 else secrets.randbits(32),
+        rank=order.pipeline,
+        world_size=order.pipelines,
+        uneven="allow",  # as tf.data's shard(): tf.distribute takes the last partial batches
+    )
+    fields = loader.dataset.fields
+    loader.split.reader  # noqa: B018 - opened here, once, rather than by concurrent calls
+    batches_per_epoch = len(loader)
+    if order.repeat:  # step g is batch g % n of epoch g // n, endlessly
+        batches = tf.data.Dataset.counter().map(
+            lambda g: tf.stack([g // batches_per_epoch, g % batches_per_epoch])
+        )
+    else:  # each pass over the dataset (a Keras epoch) takes the next epoch
+        epochs = itertools.count()
+        epoch = tf.data.Dataset.from_tensors(np.int64(0)).map(
+            lambda _: tf.numpy_function(lambda: np.int64(next(epochs)), [], tf.int64)
+        )
+        batches = epoch.flat_map(
+            lambda e: tf.data.Dataset.range(batches_per_epoch).map(lambda i: tf.stack([e, i]))
+        )
+        batches = batches.apply(tf.data.experimental.assert_cardinality(batches_per_epoch))
+
+    def read(pair: np.ndarray) -> list[np.ndarray]:
+        arrays = loader.read(int(pair[1]), epoch=int(pair[0]))  # ascending index order
         return [arrays[f.name] for f in fields]
 
-    def decode(batch: tf.Tensor) -> dict[str, tf.Tensor]:
-        arrays = tf.numpy_function(read, [batch], [_tf_dtype(f) for f in fields], stateful=False)
+    def decode(pair: tf.Tensor) -> dict[str, tf.Tensor]:
+        arrays = tf.numpy_function(read, [pair], [_tf_dtype(f) for f in fields], stateful=False)
+        rows = None if not order.drop_remainder else order.batch_size
         return {
-            f.name: tf.ensure_shape(array, [batch.shape[0], *f.shape])
+            f.name: tf.ensure_shape(array, [rows, *f.shape])
             for f, array in zip(fields, arrays, strict=True)
         }
 
-    return indices.batch(order.batch_size, order.drop_remainder), decode
+    return batches, decode
 
 
 def _tf_dtype(field: Field) -> tf.DType:
     """The TensorFlow dtype of a field's values (byte order is the readers' business)."""
     return tf.as_dtype(np.dtype(field.dtype).newbyteorder("="))
-
-
-def _transform(part: Split, one_hot: bool, normalize: str | None):
-    """Per-batch fields -> (images, targets), normalised and one-hot as `targets.py` does it."""
-    dataset = part.dataset
-    normalizer = Normalizer(normalize, dataset.manifest["stats"])
-    target = "masks" if dataset.task == "segmentation" else "labels"
-    classes = len(dataset.classes)
-
-    def apply(arrays: dict[str, tf.Tensor]) -> tuple[tf.Tensor, tf.Tensor]:
-        images, targets = arrays["images"], arrays[target]
-        if normalizer.mode is not None:
-            images = tf.cast(images, tf.float32)
-            if normalizer.mode == "unit":
-                images = images * (1 / 255)
-            else:
-                images = (images - normalizer.mean) * normalizer.inv_std
-        if one_hot:  # ids outside 0..C-1 (the ignore index) become all-zero rows
-            targets = tf.one_hot(tf.cast(targets, tf.int32), classes, dtype=tf.float32)
-        return images, targets
-
-    return apply

@@ -16,10 +16,10 @@ import tensorflow as tf
 
 import packer
 import packer.tf
-from packer import plan
-from packer.api import PackError
+from packer.errors import PackError
 from packer.formats import tfrecord as fmt
 from packer.keras import PackedSequence
+from packer.packing import plan
 from tests.conftest import manifest_hashes
 
 SIZE = (32, 24)  # (W, H)
@@ -281,6 +281,6 @@ def test_gzip_is_deterministic_and_read_by_every_reader(seg, seg_src, tmp_path, 
 
 def test_options_are_checked():
     with pytest.raises(PackError, match="DALI"):
-        packer.api.make_plan("unused", format="tfrecord", compression="gzip", index=True)
+        packer.packing.make_plan("unused", format="tfrecord", compression="gzip", index=True)
     with pytest.raises(PackError, match="compression"):
-        packer.api.make_plan("unused", format="tfrecord", compression="zstd")
+        packer.packing.make_plan("unused", format="tfrecord", compression="zstd")
