@@ -22,8 +22,9 @@ class PackedSequence(keras.utils.PyDataset):
     `shuffle="global"` draws batches from the whole split; `"windows"` visits shards in a
     shuffled order and shuffles within windows of `shuffle_window` records, each read ahead
     as one sequential run (for packs larger than RAM). `True` picks "windows" when the split
-    exceeds half the machine's RAM, else "global". Other keyword arguments go to Keras'
-    PyDataset (`workers`, `use_multiprocessing`, `max_queue_size`).
+    exceeds half the machine's RAM, else "global". A pack at a URL is read through a local
+    shard cache in `cache_dir` (default: the user's cache folder). Other keyword arguments go
+    to Keras' PyDataset (`workers`, `use_multiprocessing`, `max_queue_size`).
     """
 
     def __init__(
@@ -37,6 +38,7 @@ class PackedSequence(keras.utils.PyDataset):
         drop_remainder: bool = False,
         seed: int | None = None,
         shuffle_window: int | None = None,
+        cache_dir: str | os.PathLike | None = None,
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
@@ -50,6 +52,7 @@ class PackedSequence(keras.utils.PyDataset):
             drop_remainder,
             seed,
             shuffle_window,
+            cache_dir=cache_dir,
         )
 
     def __len__(self) -> int:

@@ -78,6 +78,7 @@ def dataset(
     shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER,
     input_context: tf.distribute.InputContext | None = None,
     stream: bool | None = None,
+    cache_dir: str | os.PathLike | None = None,
 ) -> tf.data.Dataset:
     """Batches `(images, targets)` of one split of a pack (any format), prefetched.
 
@@ -91,10 +92,12 @@ def dataset(
     files when streaming (its own samples with random access, or with fewer files than
     pipelines); `batch_size` is per pipeline. `stream=None` streams tfrecord packs and reads
     the others by random access; `stream=False` reads uncompressed tfrecord by random access.
+    A pack at a URL is read through a local shard cache in `cache_dir` (default: the user's
+    cache folder), each shard file fetched when first needed.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-    part = open_dataset(path)[split]
+    part = open_dataset(path, cache_dir)[split]
     fmt = part.dataset.format
     if stream is None:
         stream = fmt == "tfrecord"
@@ -116,7 +119,9 @@ def dataset(
         pipelines,
         pipeline,
     )
-    batches, decode = _records(part, order) if stream else _indices(path, split, order)
+    batches, decode = (
+        _records(part, order) if stream else _indices(path, split, order, cache_dir)
+    )
     transform = BatchTransform(part.dataset.manifest, normalize, one_hot)
     batches = batches.map(
         lambda batch: transform.tf_apply(decode(batch)),
@@ -134,10 +139,14 @@ def _records(part: Split, order: _Order) -> tuple[tf.data.Dataset, Decoder]:
     if by_file:
         shards = shards[order.pipeline :: order.pipelines]
     paths = [
-        str(part.dataset.root / part.name / tfrecord.file_name(s["name"], options)) for s in shards
+        str(part.dataset.local_root / part.name / tfrecord.file_name(s["name"], options))
+        for s in shards
     ]
     compression = "GZIP" if options["compression"] == "gzip" else ""
     files = tf.data.Dataset.from_tensor_slices(paths)
+    if part.dataset.cache is not None:  # a remote pack: each file cached before it is read
+        fetch = part.dataset.fetch_local
+        files = files.map(lambda f: tf.ensure_shape(tf.numpy_function(fetch, [f], tf.string), []))
     if order.shuffle and by_file:
         files = files.shuffle(len(paths), seed=order.seed_for(0))
     records = files.interleave(
@@ -161,7 +170,7 @@ def _records(part: Split, order: _Order) -> tuple[tf.data.Dataset, Decoder]:
     return batches, tfrecord.example_decoder(part.dataset.fields)
 
 
-def _indices(path, split: str, order: _Order) -> tuple[tf.data.Dataset, Decoder]:
+def _indices(path, split: str, order: _Order, cache_dir=None) -> tuple[tf.data.Dataset, Decoder]:
     """(epoch, batch) numbers, and a decoder reading each batch through a `reading.Loader`.
 
     A seeded Loader draws each epoch's order, so the same seed gives the same batches as
@@ -178,6 +187,7 @@ def _indices(path, split: str, order: _Order) -> tuple[tf.data.Dataset, Decoder]
         rank=order.pipeline,
         world_size=order.pipelines,
         uneven="allow",  # as tf.data's shard(): tf.distribute takes the last partial batches
+        cache_dir=cache_dir,
     )
     fields = loader.dataset.fields
     loader.split.reader  # noqa: B018 - opened here, once, rather than by concurrent calls

@@ -12,7 +12,7 @@ from . import manifest, storage
 
 def verify(root: str | os.PathLike, progress: bool = False) -> list[str]:
     """Problems found (missing, wrong size, wrong hash), each naming the file; empty if intact."""
-    root = Path(root)
+    root = storage.as_path(root)
     data = manifest.read(root)
     files = [f for split in data["splits"].values() for s in split["shards"] for f in s["files"]]
     problems = []
