@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from . import bench, engines, packing, preview, report
+from . import bench, engines, packing, preview, report, storage
 from .engines import cpu_count
 from .errors import PackError
 from .formats import FORMATS, FormatOption, all_options
@@ -106,6 +106,16 @@ class Group(click.Group):
     command_class = Command
 
 
+class PathOrURL(click.Path):
+    """A local path, checked as click.Path checks it, or a URL (s3://, gs://, ...), left to
+    the storage backend to check when it is used."""
+
+    def convert(self, value, param, ctx):
+        if storage.is_url(value):
+            return storage.as_path(value)
+        return super().convert(value, param, ctx)
+
+
 PACK_HELP = """Pack SRC (a folder or a .lst/.csv list) into already-decoded shards.
 
 Without --out the pack goes to SRC-FORMAT/ beside SRC. Re-running an interrupted pack
@@ -116,8 +126,10 @@ finishes it; a finished identical pack is left as it is.
 @click.command(
     "pack", cls=Command, help=PACK_HELP, short_help="Pack SRC into already-decoded shards."
 )
-@click.argument("src", type=click.Path(exists=True, path_type=Path))
-@click.option("--out", type=click.Path(path_type=Path), help="Output folder [default: SRC-FORMAT].")
+@click.argument("src", type=PathOrURL(exists=True, path_type=Path))
+@click.option(
+    "--out", type=PathOrURL(path_type=Path), help="Output folder or URL [default: SRC-FORMAT]."
+)
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="npy", show_default=True)
 @click.option(
     "--size",
@@ -201,12 +213,35 @@ finishes it; a finished identical pack is left as it is.
     show_default=True,
     help="Where the shard tasks run (local: a process pool on this machine).",
 )
+@click.option(
+    "--address",
+    help="ray: the cluster to join (auto, ray://HOST:PORT) [default: start a local Ray].",
+)
+@click.option(
+    "--ray-cpus", type=click.IntRange(1), help="ray: CPUs of the local Ray [default: cores]."
+)
+@click.option(
+    "--retries",
+    type=click.IntRange(0),
+    default=3,
+    show_default=True,
+    help="ray: tries again a shard task that failed (a lost worker, an I/O error).",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Break the lock of a remote --out whose holder stopped renewing it (stale).",
+)
 @click.option("--overwrite", is_flag=True, help="Replace a different pack already in --out.")
 @click.option("--dry-run", is_flag=True, help="Show what would be packed, write nothing.")
 @click.option("--progress/--no-progress", default=True, show_default=True)
 def pack_command(
     src, out, fmt, workers, engine, overwrite, dry_run, progress, strict, max_rejects, **options
 ) -> None:
+    engine_options = packing.engine_options_for(
+        engine, options.pop("address"), options.pop("ray_cpus"), options.pop("retries")
+    )
+    force = options.pop("force")
     format_options = {k: options.pop(k) for k in FORMAT_OPTION_NAMES}
     options.update({k: v for k, v in format_options.items() if v is not None})
     signal.signal(signal.SIGTERM, signal.default_int_handler)
@@ -217,7 +252,9 @@ def pack_command(
             return
         if plan.notes:
             click.echo("\n".join(f"note: {n}" for n in plan.notes), err=True)
-        data = packing.execute(plan, workers, overwrite, progress, strict, max_rejects, engine)
+        data = packing.execute(
+            plan, workers, overwrite, progress, strict, max_rejects, engine, engine_options, force
+        )
     except KeyboardInterrupt:
         click.echo(
             "\ninterrupted: finished shards are kept; run the same command again to resume",
@@ -237,7 +274,7 @@ main.add_command(pack_command)
 
 
 @main.command("info")
-@click.argument("path", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("path", type=PathOrURL(exists=True, file_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
 def info_command(path: Path, as_json: bool) -> None:
     """Describe a packed dataset."""
@@ -249,7 +286,7 @@ def info_command(path: Path, as_json: bool) -> None:
 
 
 @main.command("verify", short_help="Re-hash every file against the manifest.")
-@click.argument("path", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("path", type=PathOrURL(exists=True, file_okay=False, path_type=Path))
 def verify_command(path: Path) -> None:
     """Re-hash every shard file against the manifest; exit 1 on any mismatch."""
     problems = verify(path, progress=sys.stderr.isatty())
@@ -284,7 +321,7 @@ def bench_command(path: Path, split: str, batch_size: int, seconds: float, step_
 
 
 @main.command("preview", short_help="A PNG grid of samples, masks in class colours.")
-@click.argument("path", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("path", type=PathOrURL(exists=True, file_okay=False, path_type=Path))
 @click.option(
     "--out",
     type=click.Path(dir_okay=False, path_type=Path),

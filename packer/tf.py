@@ -119,9 +119,7 @@ def dataset(
         pipelines,
         pipeline,
     )
-    batches, decode = (
-        _records(part, order) if stream else _indices(path, split, order, cache_dir)
-    )
+    batches, decode = _records(part, order) if stream else _indices(path, split, order, cache_dir)
     transform = BatchTransform(part.dataset.manifest, normalize, one_hot)
     batches = batches.map(
         lambda batch: transform.tf_apply(decode(batch)),

@@ -45,9 +45,7 @@ def pack(
     """
     engine_options = engine_options_for(engine, address, ray_cpus, retries)
     plan = make_plan(src, out, format, size, **options)
-    execute(
-        plan, workers, overwrite, progress, strict, max_rejects, engine, engine_options, force
-    )
+    execute(plan, workers, overwrite, progress, strict, max_rejects, engine, engine_options, force)
     return open_dataset(plan.out)
 
 

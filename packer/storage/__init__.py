@@ -141,9 +141,7 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> None:
     backend(path).write_text_atomic(_local(path), text)
 
 
-def lock(
-    path: str | os.PathLike, holder: str, force: bool = False
-) -> AbstractContextManager[None]:
+def lock(path: str | os.PathLike, holder: str, force: bool = False) -> AbstractContextManager[None]:
     """Hold an exclusive lock file while the context runs; StorageError names the holder
     when another process has it. `force` breaks a stale lock (where locks can go stale)."""
     if force:

@@ -192,9 +192,7 @@ def walk_files(url: str, prefix: str) -> Iterator[str]:
         found = fs.find(url)
     except FileNotFoundError:
         return iter(())
-    return iter(
-        [fs.unstrip_protocol(p) for p in found if p.rsplit("/", 1)[-1].startswith(prefix)]
-    )
+    return iter([fs.unstrip_protocol(p) for p in found if p.rsplit("/", 1)[-1].startswith(prefix)])
 
 
 def relative(url: str, root: str) -> str:
