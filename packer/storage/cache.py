@@ -10,8 +10,10 @@ pack's own layout so that the formats' `open_shard` reads the cached copy as a l
   download while the others wait for it, and eviction runs under a cache-wide lock.
 - Size bound with LRU eviction: each use of a file touches its mtime (at most once per
   TOUCH_EVERY seconds per process); when the cache grows past `max_bytes`, the least recently
-  used files go first. Files in use by this process, and files touched in the last GRACE
-  seconds by any process, are kept, so the bound can be exceeded while they are needed.
+  used files go first. The files of the shard being fetched, and files touched in the last
+  GRACE seconds by any process (about to be opened), are kept, so the bound can be exceeded
+  while they are needed. Evicting a file that a reader has open is safe: its memmap keeps
+  the data until closed.
 
 `CACHE_DIR` defaults to `$PACKER_CACHE_DIR`, else `$XDG_CACHE_HOME/packer`, else
 `~/.cache/packer`; `max_bytes` to `$PACKER_CACHE_BYTES`, else DEFAULT_MAX_BYTES.
@@ -36,7 +38,7 @@ from .url import URLPath
 
 DEFAULT_MAX_BYTES = 50 * 10**9
 TOUCH_EVERY = 30.0  # seconds between LRU touches of one file by one process
-GRACE = 60.0  # files used this recently are never evicted
+GRACE = 10.0  # files used this recently are never evicted (between fetch and open)
 STALE_TMP = 3600.0  # a temporary download this old was left by a killed process
 DOWNLOAD_THREADS = 4
 _TMP = ".tmp-"
@@ -105,7 +107,7 @@ class ShardCache:
             if future is not None:
                 future.result()
             else:
-                self._fetch(f)
+                self._fetch(f, files)
             self._touched[f["path"]] = time.monotonic()
 
     def prefetch(self, files: list[dict]) -> None:
@@ -116,22 +118,23 @@ class ShardCache:
             for f in files:
                 if f["path"] in self._pending or f["path"] in self._touched:
                     continue
-                self._pending[f["path"]] = self._pool.submit(self._fetch, f)
+                self._pending[f["path"]] = self._pool.submit(self._fetch, f, files)
 
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
 
-    def _fetch(self, f: dict) -> Path:
-        """Download one file unless a valid copy is there; touch it for the LRU order."""
+    def _fetch(self, f: dict, batch: list[dict]) -> Path:
+        """Download one file unless a valid copy is there; touch it for the LRU order. The
+        files of `batch` (those needed together, a shard's) are not evicted to make room."""
         local = self.root / f["path"]
         if self._valid(local, f):
             _touch(local)
             return local
         with _flock(self.cache_dir / ".locks" / _lock_name(self.root, f["path"])):
             if not self._valid(local, f):  # another process may have fetched it meanwhile
-                self._make_room(f["bytes"])
+                self._make_room(f["bytes"], {self.root / g["path"] for g in batch})
                 self._download(local, f)
             _touch(local)
         return local
@@ -161,7 +164,7 @@ class ShardCache:
         finally:
             tmp.unlink(missing_ok=True)
 
-    def _make_room(self, incoming: int) -> None:
+    def _make_room(self, incoming: int, keep: set[Path]) -> None:
         """Evict least recently used files until `incoming` more bytes fit the bound."""
         with _flock(self.cache_dir / ".locks" / "evict"):
             files = list(_cached_files(self.cache_dir))
@@ -169,11 +172,10 @@ class ShardCache:
             if total + incoming <= self.max_bytes:
                 return
             now = time.time()
-            mine = {str(self.root / p) for p in self._touched}
             for path, size, mtime in sorted(files, key=lambda x: x[2]):
                 if total + incoming <= self.max_bytes:
                     break
-                if str(path) in mine or now - mtime < GRACE:
+                if path in keep or now - mtime < GRACE:
                     continue
                 with contextlib.suppress(OSError):
                     path.unlink()

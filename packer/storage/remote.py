@@ -68,9 +68,7 @@ def _translate(url: str, exc: BaseException) -> BaseException:
     if "Credentials" in name or "Unable to locate credentials" in text:
         hint = _CREDENTIAL_HINT.get(scheme, "the environment or the fsspec configuration")
         return StorageError(f"{url}: no credentials for {scheme}:// found (set them via {hint})")
-    if isinstance(exc, FileNotFoundError) and (
-        "bucket does not exist" in text.lower() or "NoSuchBucket" in text
-    ):
+    if isinstance(exc, FileNotFoundError) and _no_bucket(exc):
         return StorageError(f"{url}: the bucket {_bucket(url)!r} does not exist")
     if isinstance(exc, PermissionError):
         return StorageError(f"{url}: access denied ({text or name})")
@@ -114,12 +112,28 @@ def exists(url: str) -> bool:
 
 @_clear_errors
 def is_file(url: str) -> bool:
-    return _fs(url).isfile(url)
+    return _kind(url) == "file"
 
 
 @_clear_errors
 def is_dir(url: str) -> bool:
-    return _fs(url).isdir(url)
+    return _kind(url) == "directory"
+
+
+def _kind(url: str) -> str | None:
+    """"file", "directory" or None (absent). Not fsspec's isfile/isdir: they answer False for
+    any error, a missing credential included."""
+    try:
+        return _fs(url).info(url)["type"]
+    except FileNotFoundError as exc:
+        if _no_bucket(exc):
+            raise
+        return None
+
+
+def _no_bucket(exc: BaseException) -> bool:
+    text = str(exc)
+    return "bucket does not exist" in text.lower() or "NoSuchBucket" in text
 
 
 @_clear_errors
