@@ -306,6 +306,19 @@ def test_missing_credentials_give_one_clear_line(s3, bucket, golden_sources):
         assert "no credentials for s3://" in lines[0] and "AWS_ACCESS_KEY_ID" in lines[0]
 
 
+def test_memory_urls_are_read_in_process_but_refused_as_a_pack_out(golden_sources, tmp_path):
+    import fsspec
+
+    memory = fsspec.filesystem("memory")
+    memory.put(f"{golden_sources['cls']}/", "memory://packer-test/raw/", recursive=True)
+    _, options = CASES["cls-npy"]
+    packer.pack("memory://packer-test/raw", tmp_path / "out", workers=1, **options)
+    assert digest(tmp_path / "out") == GOLDEN["cls-npy"]
+    with pytest.raises(PackError, match="memory:// lives inside one process"):
+        packer.pack(golden_sources["cls"], "memory://packer-test/out", workers=1, **options)
+    memory.rm("memory://packer-test", recursive=True)
+
+
 def test_a_bucket_that_does_not_exist_is_named(s3, golden_sources):
     result = cli(
         "pack", str(golden_sources["cls"]), "--out", "s3://no-such-bucket/x", "--size", "8"
@@ -450,17 +463,18 @@ def test_ray_engine_gives_the_golden_bytes(ray_cluster, golden_sources, tmp_path
 
 
 @pytest.mark.parametrize("case", ["seg-npy-halved", "seg-tfrecord-index", "cls-recordio-split"])
-def test_ray_whole_shard_tasks_give_the_golden_bytes_locally_and_in_s3(
+def test_ray_gives_the_golden_bytes_in_s3_and_with_whole_shard_tasks(
     ray_cluster, bucket, golden_sources, tmp_path, case
 ):
     from packer.engines.ray import RayEngine
 
     kind, options = CASES[case]
-    for out in (tmp_path / case, f"{bucket}/{case}"):
+    runs = [(tmp_path / case, True), (f"{bucket}/{case}", True), (f"{bucket}/{case}-c", False)]
+    for out, whole in runs:
         plan = make_plan(golden_sources[kind], out, **options)
-        engine = RayEngine(whole_shards=True)
+        engine = RayEngine(whole_shards=whole)
         packer.packing.execute(plan, engine=engine)
-        assert not engine.shares_disk
+        assert engine.shares_disk is not whole
         found = remote_digest(out) if isinstance(out, str) else digest(out)
         assert found == GOLDEN[case]
 

@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 from .. import storage
+from ..errors import PackError
 from ..storage import FileInfo
 
 
@@ -41,3 +42,12 @@ def clear(out: str | os.PathLike) -> None:
     """Remove this machine's scratch folder of OUT (what a killed run left there)."""
     if storage.is_url(out):
         storage.remove_tree(local_out(out))
+
+
+def check_out(out: str | os.PathLike, engine_name: str) -> None:
+    """Refuse an OUT that the engine's worker processes could not share."""
+    if storage.scheme(out) == "memory":
+        raise PackError(
+            f"{out}: memory:// lives inside one process, and the {engine_name} engine writes "
+            "from worker processes; pack to a folder or an object store instead"
+        )

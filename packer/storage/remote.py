@@ -121,7 +121,7 @@ def is_dir(url: str) -> bool:
 
 
 def _kind(url: str) -> str | None:
-    """"file", "directory" or None (absent). Not fsspec's isfile/isdir: they answer False for
+    """ "file", "directory" or None (absent). Not fsspec's isfile/isdir: they answer False for
     any error, a missing credential included."""
     try:
         return _fs(url).info(url)["type"]
