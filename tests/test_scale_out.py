@@ -443,6 +443,28 @@ def test_windows_order_starts_before_the_whole_pack_is_downloaded(remote_pack, t
     )
 
 
+def test_keras_and_tf_adapters_read_a_remote_pack(s3, bucket, golden_sources, tmp_path):
+    import packer.keras
+    import packer.tf
+
+    kind, options = CASES["seg-tfrecord"]
+    url = f"{bucket}/packed"
+    packer.pack(golden_sources[kind], url, workers=2, **options)
+    packer.pack(golden_sources[kind], tmp_path / "local", workers=2, **options)
+    for stream in (True, False):
+        remote = packer.tf.dataset(
+            url, batch_size=4, shuffle=False, stream=stream, cache_dir=tmp_path / f"c{stream}"
+        )
+        local = packer.tf.dataset(tmp_path / "local", batch_size=4, shuffle=False, stream=stream)
+        pairs = list(zip(remote, local, strict=True))
+        assert pairs and all((a[0].numpy() == b[0].numpy()).all() for a, b in pairs)
+    sequence = packer.keras.PackedSequence(url, batch_size=4, seed=2, cache_dir=tmp_path / "k")
+    reference = packer.keras.PackedSequence(tmp_path / "local", batch_size=4, seed=2)
+    assert same_batches(
+        [sequence[i] for i in range(len(sequence))], [reference[i] for i in range(len(reference))]
+    )
+
+
 # -- the Ray engine ----------------------------------------------------------------------------
 
 
