@@ -22,7 +22,7 @@ from ..imaging import Geometry, decode_image, decode_mask, pad_to_canvas, resamp
 from ..labels import ClassTable, LabelMapper
 from ..schema import Field
 from ..sources import Sample
-from . import scratch, stats, workdir
+from . import prefetch, scratch, stats, workdir
 from .tasks import ChunkResult, ChunkTask, ShardTask
 
 
@@ -83,10 +83,13 @@ class Converter:
         writer = formats.get(config.format).ChunkWriter(
             part_dir, task, config.fields, config.format_options
         )
+        read = prefetch.Fetcher(  # sources at a URL: the next files requested ahead
+            config.root, [p for s in task.samples for p in (s.image, s.mask) if p], read_source
+        )
         try:
             for sample in task.samples:
                 try:
-                    record, backend, unknown = self._make_record(sample)
+                    record, backend, unknown = self._make_record(sample, read)
                 except SampleError as exc:
                     result.rejected.append({"path": exc.path, "reason": exc.reason})
                     continue
@@ -101,6 +104,7 @@ class Converter:
                 result.kept.append([sample.image, sample.mask])
                 result.stats.add(record, backend)
         finally:
+            read.close()
             writer.close()
         return result
 
@@ -158,18 +162,18 @@ class Converter:
         results = [self.pack_chunk(chunk) for chunk in task.chunks]
         return self.finalize_shard(task, results), results
 
-    def _make_record(self, sample: Sample) -> tuple[dict[str, np.ndarray], str, dict]:
+    def _make_record(self, sample: Sample, read=None) -> tuple[dict[str, np.ndarray], str, dict]:
         """One sample's arrays: the transformed image and its label or its mapped, aligned mask."""
         config = self.config
         try:
-            data = read_source(os.path.join(config.root, sample.image))
+            data = (read or read_source)(os.path.join(config.root, sample.image))
             image = decode_image(data, config.geometry, max_pixels=config.max_pixels)
         except (ImageError, OSError) as exc:
             raise SampleError(sample.image, str(exc)) from exc
         if sample.mask is None:
             return {"images": image.pixels, "labels": np.int32(sample.label)}, image.backend, {}
         try:
-            data = read_source(os.path.join(config.root, sample.mask))
+            data = (read or read_source)(os.path.join(config.root, sample.mask))
             mask = decode_mask(data, max_pixels=config.max_pixels)
             if mask.size != image.source_size:
                 raise LabelError(

@@ -57,6 +57,8 @@ class BatchReader:
             if self.cache is not None:
                 self.cache.ensure(self._data_files(shard))
             self.shards[shard].read_into(local, {k: v[start:stop] for k, v in out.items()})
+            if self.cache is not None and shard + 1 < len(self.shards):
+                self.cache.prefetch(self._data_files(shard + 1))  # in order: the next shard
         return out
 
     def _check_out(self, out: dict[str, np.ndarray], count: int) -> None:

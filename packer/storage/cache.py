@@ -134,8 +134,8 @@ class ShardCache:
             return local
         with _flock(self.cache_dir / ".locks" / _lock_name(self.root, f["path"])):
             if not self._valid(local, f):  # another process may have fetched it meanwhile
-                self._make_room(f["bytes"], {self.root / g["path"] for g in batch})
-                self._download(local, f)
+                tmp = self._reserve(local, f["bytes"], {self.root / g["path"] for g in batch})
+                self._download(local, tmp, f)
             _touch(local)
         return local
 
@@ -146,10 +146,8 @@ class ShardCache:
         except OSError:
             return False
 
-    def _download(self, local: Path, f: dict) -> None:
+    def _download(self, local: Path, tmp: Path, f: dict) -> None:
         """Fetch to a temporary name, check size and SHA-256 against the manifest, rename."""
-        local.parent.mkdir(parents=True, exist_ok=True)
-        tmp = local.with_name(f"{_TMP}{local.name}.{uuid.uuid4().hex[:8]}")
         url = self.url / f["path"]
         try:
             download(url, tmp)
@@ -164,22 +162,26 @@ class ShardCache:
         finally:
             tmp.unlink(missing_ok=True)
 
-    def _make_room(self, incoming: int, keep: set[Path]) -> None:
-        """Evict least recently used files until `incoming` more bytes fit the bound."""
+    def _reserve(self, local: Path, incoming: int, keep: set[Path]) -> Path:
+        """Evict least recently used files until `incoming` more bytes fit the bound, and
+        claim them: a temporary file of that size, counted by every process from now on."""
+        local.parent.mkdir(parents=True, exist_ok=True)
+        tmp = local.with_name(f"{_TMP}{local.name}.{uuid.uuid4().hex[:8]}")
         with _flock(self.cache_dir / ".locks" / "evict"):
             files = list(_cached_files(self.cache_dir))
-            total = sum(size for _, size, _ in files)
-            if total + incoming <= self.max_bytes:
-                return
+            total = sum(size for _, size, _, _ in files)  # downloads under way included
             now = time.time()
-            for path, size, mtime in sorted(files, key=lambda x: x[2]):
+            for path, size, mtime, busy in sorted(files, key=lambda x: x[2]):
                 if total + incoming <= self.max_bytes:
                     break
-                if path in keep or now - mtime < GRACE:
+                if busy or path in keep or now - mtime < GRACE:
                     continue
                 with contextlib.suppress(OSError):
                     path.unlink()
                     total -= size
+            with open(tmp, "wb") as claim:
+                claim.truncate(incoming)  # sparse: it takes no disk until written
+        return tmp
 
 
 def _touch(path: Path) -> None:
@@ -191,8 +193,9 @@ def _lock_name(root: Path, path: str) -> str:
     return hashlib.sha256(f"{root}\0{path}".encode()).hexdigest()[:32]
 
 
-def _cached_files(cache_dir: Path) -> Iterator[tuple[Path, int, float]]:
-    """(path, size, mtime) of every finished file in the cache; old temporaries removed."""
+def _cached_files(cache_dir: Path) -> Iterator[tuple[Path, int, float, bool]]:
+    """(path, size, mtime, downloading) of every file in the cache; temporaries that a killed
+    process left are removed."""
     now = time.time()
     for folder, dirs, names in os.walk(cache_dir):
         if Path(folder) == cache_dir:
@@ -203,8 +206,8 @@ def _cached_files(cache_dir: Path) -> Iterator[tuple[Path, int, float]]:
                 info = path.stat()
             except OSError:
                 continue
-            if name.startswith(_TMP):
-                if now - info.st_mtime > STALE_TMP:
-                    path.unlink(missing_ok=True)
+            busy = name.startswith(_TMP)
+            if busy and now - info.st_mtime > STALE_TMP:
+                path.unlink(missing_ok=True)
                 continue
-            yield path, info.st_size, info.st_mtime
+            yield path, info.st_size, info.st_mtime, busy
