@@ -306,16 +306,22 @@ def test_missing_credentials_give_one_clear_line(s3, bucket, golden_sources):
         assert "no credentials for s3://" in lines[0] and "AWS_ACCESS_KEY_ID" in lines[0]
 
 
-def test_memory_urls_are_read_in_process_but_refused_as_a_pack_out(golden_sources, tmp_path):
+def test_memory_urls_are_read_in_process_but_refused_for_packing(golden_sources, tmp_path):
     import fsspec
 
     memory = fsspec.filesystem("memory")
-    memory.put(f"{golden_sources['cls']}/", "memory://packer-test/raw/", recursive=True)
     _, options = CASES["cls-npy"]
-    packer.pack("memory://packer-test/raw", tmp_path / "out", workers=1, **options)
-    assert digest(tmp_path / "out") == GOLDEN["cls-npy"]
-    with pytest.raises(PackError, match="memory:// lives inside one process"):
-        packer.pack(golden_sources["cls"], "memory://packer-test/out", workers=1, **options)
+    packer.pack(golden_sources["cls"], tmp_path / "out", workers=1, **options)
+    memory.put(f"{tmp_path / 'out'}/", "memory://packer-test/packed/", recursive=True)
+    remote = all_batches("memory://packer-test/packed", cache_dir=tmp_path / "cache")
+    assert same_batches(remote, all_batches(tmp_path / "out"))
+    memory.put(f"{golden_sources['cls']}/", "memory://packer-test/raw/", recursive=True)
+    for src, out in (
+        ("memory://packer-test/raw", tmp_path / "x"),
+        (golden_sources["cls"], "memory://packer-test/out"),
+    ):
+        with pytest.raises(PackError, match="memory:// lives inside one process"):
+            packer.pack(src, out, workers=1, **options)
     memory.rm("memory://packer-test", recursive=True)
 
 

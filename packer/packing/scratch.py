@@ -44,10 +44,12 @@ def clear(out: str | os.PathLike) -> None:
         storage.remove_tree(local_out(out))
 
 
-def check_out(out: str | os.PathLike, engine_name: str) -> None:
-    """Refuse an OUT that the engine's worker processes could not share."""
-    if storage.scheme(out) == "memory":
-        raise PackError(
-            f"{out}: memory:// lives inside one process, and the {engine_name} engine writes "
-            "from worker processes; pack to a folder or an object store instead"
-        )
+def check_paths(src: str | os.PathLike, out: str | os.PathLike, engine_name: str) -> None:
+    """Refuse a SRC or OUT that the engine's worker processes could not see."""
+    for path in (src, out):
+        if storage.scheme(path) == "memory":
+            raise PackError(
+                f"{path}: memory:// lives inside one process, and the {engine_name} engine "
+                "reads and writes from worker processes; pack from and to a folder or an "
+                "object store (memory:// packs can be read: packer.open)"
+            )

@@ -53,7 +53,7 @@ def execute(
         if isinstance(engine, str)
         else engine
     )
-    scratch.check_out(plan.out, runner.name)
+    scratch.check_paths(plan.config.root, plan.out, runner.name)
     limit = 0 if strict else max_rejects
     rejected = [{"path": r.path, "reason": r.reason} for r in plan.scan.rejected]
     _check_rejects(rejected, limit)
