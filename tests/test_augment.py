@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -72,9 +73,9 @@ def smooth(n: int = 4, hw: tuple[int, int] = (64, 64), seed: int = 1) -> np.ndar
 
 
 def executors():
-    """(name, apply) for every executor importable here."""
+    """(name, apply) for every executor whose framework is installed here."""
     found = [("numpy", lambda i, m, p: numpy_exec.apply(i, m, p))]
-    try:
+    if importlib.util.find_spec("torch"):
         from packer.augment import torch_exec
 
         def torch_apply(i, m, p):
@@ -82,9 +83,7 @@ def executors():
             return a.numpy(), None if b is None else b.numpy()
 
         found.append(("torch", torch_apply))
-    except ImportError:
-        pass
-    try:
+    if importlib.util.find_spec("tensorflow"):
         from packer.augment import tf_exec
 
         def tf_apply(i, m, p):
@@ -92,8 +91,6 @@ def executors():
             return a.numpy(), None if b is None else b.numpy()
 
         found.append(("tf", tf_apply))
-    except ImportError:
-        pass
     return found
 
 
