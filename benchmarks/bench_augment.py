@@ -6,8 +6,9 @@ shifts 0.05, zoom 0.05, shear 5 degrees, channel shift 10, horizontal flip). One
 (process pinned, OpenCV/torch one thread), image + mask unless said, alternating rounds of
 --seconds each, medians:
 
-  packer numpy       Augment.apply (draw + one warpAffine per image and per mask + LUT)
-  bare cv2           cv2.warpAffine of image and mask + cv2.flip of both: the floor
+  packer numpy       Augment.apply (draw, one warpAffine per image and per mask, colour)
+  bare cv2           cv2.warpAffine of image and mask + cv2.flip of both, no draw, no
+                     colour: the plain OpenCV loop
   albumentations     Affine + HorizontalFlip + RGBShift on image and mask
   IDG image+mask     ImageDataGenerator random_transform, then apply_transform on the mask
                      with the same parameters (a second, nearest-neighbour generator)
@@ -15,7 +16,8 @@ shifts 0.05, zoom 0.05, shear 5 degrees, channel shift 10, horizontal flip). One
   packer torch       torch_exec.apply, batches of 32 on the CPU, one thread (its place is
                      the GPU; on the CPU the NumPy executor is the one to use)
 
-Then packer numpy in 2 processes vs 1 (each pinned to its own core), the tf executor
+Then packer numpy in 2 processes vs 1 (each pinned to its own core; bare cv2 beside it
+shows what the machine's two cores give at that moment), the tf executor
 against Keras' RandomFlip + RandomRotation + RandomZoom + RandomTranslation in tf.data
 (images only, as the layers cannot move a mask along; all cores), and the mean absolute
 difference between ImageDataGenerator.apply_transform and packer for IDG's own draws.
@@ -184,11 +186,11 @@ def packer_torch(images: np.ndarray, masks: np.ndarray) -> Callable[[], int]:
     return step
 
 
-def _numpy_worker(data: Path, cpu: int, start_at: float, seconds: float) -> int:
-    """One process of the multi-process run: images augmented between two wall times."""
+def _worker(kind: str, data: Path, cpu: int, start_at: float, seconds: float) -> int:
+    """One process of a multi-process run: images done between two wall times."""
     pin(cpu)
     loaded = np.load(data)
-    step = packer_numpy(loaded["images"], loaded["masks"])
+    step = (packer_numpy if kind == "packer numpy" else bare_cv2)(loaded["images"], loaded["masks"])
     step()
     while time.time() < start_at:
         time.sleep(0.001)
@@ -198,11 +200,11 @@ def _numpy_worker(data: Path, cpu: int, start_at: float, seconds: float) -> int:
     return done
 
 
-def processes_rate(pool, data: Path, processes: int, seconds: float) -> float:
-    """img/s of `processes` pinned workers running together for `seconds`."""
+def processes_rate(pool, kind: str, data: Path, processes: int, seconds: float) -> float:
+    """img/s of `processes` pinned workers running `kind` together for `seconds`."""
     start_at = time.time() + 0.5
     jobs = [
-        pool.apply_async(_numpy_worker, (data, cpu, start_at, seconds)) for cpu in range(processes)
+        pool.apply_async(_worker, (kind, data, cpu, start_at, seconds)) for cpu in range(processes)
     ]
     return sum(job.get() for job in jobs) / seconds
 
@@ -402,10 +404,11 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict:
             results["idg_mae"] = peer.ask({"mae": True})["mae"]
             peer.close()
         os.sched_setaffinity(0, range(os.cpu_count()))
+        runs = [(kind, n) for kind in ("packer numpy", "bare cv2") for n in (1, 2)]
         for r in range(args.rounds):
-            for processes in rotate([1, 2], r):
-                name = f"packer numpy, {processes} process{'es' if processes > 1 else ''}"
-                rate = processes_rate(pool, data, processes, args.seconds)
+            for kind, processes in rotate(runs, r):
+                name = f"{kind}, {processes} process{'es' if processes > 1 else ''}"
+                rate = processes_rate(pool, kind, data, processes, args.seconds)
                 times.setdefault(name, []).append(rate)
     results["rates"] = {name: statistics.median(v) for name, v in times.items()}
     cv2.setNumThreads(-1)
@@ -421,6 +424,10 @@ def ratios(rates: dict) -> dict:
         "packer numpy / IDG image+mask": ("packer numpy", "IDG image+mask"),
         "packer numpy / bare cv2": ("packer numpy", "bare cv2"),
         "packer numpy 2 processes / 1": ("packer numpy, 2 processes", "packer numpy, 1 process"),
+        "bare cv2 2 processes / 1 (the machine's ceiling now)": (
+            "bare cv2, 2 processes",
+            "bare cv2, 1 process",
+        ),
         "packer tf / Keras layers": ("packer tf image", "Keras layers image"),
     }
     return {k: rates[a] / rates[b] for k, (a, b) in pairs.items() if a in rates and b in rates}
