@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 from ..errors import SourceError
-from .model import Folder, Rejection, Tree, join
+from .model import PACK_MARKERS, Folder, Rejection, Skips, Tree, join
 
 
 def locate(src: str | os.PathLike) -> Path:
@@ -43,6 +43,20 @@ def read_text(path: Path, shown: str, *, encoding: str = "utf-8") -> str:
         raise SourceError(f"cannot read {shown}: {exc}") from None
 
 
+def folder_key(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of a folder, to recognise it under any path; None if it is not one."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino) if os.path.isdir(path) else None
+
+
+def is_pack(path: Path) -> bool:
+    """Whether a folder holds packer output (a manifest or an unfinished pack's work folder)."""
+    return any(os.path.lexists(path / marker) for marker in PACK_MARKERS)
+
+
 def existing_files(top: Path, rels: list[str]) -> set[str]:
     """The given paths under top that are files, reading each folder once, not a stat per file."""
     present: set[str] = set()
@@ -55,12 +69,16 @@ def existing_files(top: Path, rels: list[str]) -> set[str]:
     return present
 
 
-def walk(top: Path, starts: list[str], rejected: list[Rejection]) -> Tree:
+def walk(
+    top: Path, starts: list[str], rejected: list[Rejection], skips: Skips | None = None
+) -> Tree:
     """Map each folder under top/start to its visible children; each real folder is read once.
 
     Hidden entries are skipped; unreadable folders, odd entries and folders reached twice
-    (symlink loops) are appended to rejected and not followed.
+    (symlink loops) are appended to rejected and not followed. Folders in `skips.exclude` and
+    packer output folders are not entered, and are named in `skips.skipped`.
     """
+    skips = skips or Skips()
     tree: Tree = {}
     seen = set()
     for start in starts:
@@ -78,7 +96,7 @@ def walk(top: Path, starts: list[str], rejected: list[Rejection]) -> Tree:
             continue
         for entry in subdirs:
             child = join(rel, entry.name)
-            if _first_visit(entry, seen, child, rejected):
+            if _first_visit(entry, seen, child, rejected) and not _skipped(top, child, skips):
                 node.dirs.append(entry.name)
                 stack.append(child)
     return tree
@@ -104,6 +122,19 @@ def _sort_entries(entries, rel: str, node: Folder, rejected: list[Rejection]) ->
     node.files.sort()
     subdirs.sort(key=attrgetter("name"))
     return subdirs
+
+
+def _skipped(top: Path, child: str, skips: Skips) -> bool:
+    """Whether a folder is left out: the pack's own output folder, or another pack."""
+    if skips.exclude and folder_key(top / child) in skips.exclude:
+        skips.skipped.append(f"{child}/ (the output folder of this pack)")
+        return True
+    if is_pack(top / child):
+        skips.skipped.append(
+            f"{child}/ (a pack made by packer: it holds {' or '.join(PACK_MARKERS)})"
+        )
+        return True
+    return False
 
 
 def _first_visit(entry: os.DirEntry, seen: set, child: str, rejected: list[Rejection]) -> bool:
