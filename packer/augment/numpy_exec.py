@@ -173,10 +173,12 @@ def colour(flat: np.ndarray, params: AugmentParams, i: int) -> None:
         shift = int(np.rint(params.channel_shift[i]))
         lo, hi, _, _ = cv2.minMaxLoc(flat)
         if shift > 0:
-            cv2.add(flat, shift, dst=flat)
-            cv2.min(flat, hi, dst=flat)
+            cv2.add(flat, shift, dst=flat)  # saturates at 255 itself
+            if hi < 255:
+                cv2.min(flat, hi, dst=flat)
         elif shift < 0:
-            cv2.subtract(flat, -shift, dst=flat)
-            cv2.max(flat, lo, dst=flat)
+            cv2.subtract(flat, -shift, dst=flat)  # saturates at 0 itself
+            if lo > 0:
+                cv2.max(flat, lo, dst=flat)
     if params.brightness is not None:
         cv2.convertScaleAbs(flat, dst=flat, alpha=float(params.brightness[i]))
