@@ -27,19 +27,8 @@ from .reading.dataset import open_dataset
 from .sources import LAYOUTS, parse_split_spec
 from .verify import verify
 
-_UNITS = {
-    "": 1,
-    "b": 1,
-    "k": 10**3,
-    "kb": 10**3,
-    "m": 10**6,
-    "mb": 10**6,
-    "g": 10**9,
-    "gb": 10**9,
-    "kib": 2**10,
-    "mib": 2**20,
-    "gib": 2**30,
-}
+_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9}
+_UNITS |= {"gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
 FORMAT_OPTIONS = all_options()  # every format's own options, each with the formats taking it
 FORMAT_OPTION_NAMES = tuple(spec.name for spec, _ in FORMAT_OPTIONS)
 SHOW_DEFAULTS = {"show_default": True}

@@ -41,11 +41,14 @@ def write(out: Path, receipt: dict) -> dict:
     return {**body, "receipt_file": info.to_json()}
 
 
-def finished(out: Path, shards: dict[str, tuple[str, str]]) -> dict[str, dict]:
-    """Receipts of the shards (name -> (split, fingerprint)) that are finished on disk."""
+def finished(
+    out: Path, shards: dict[str, tuple[str, str]], loaded: dict[str, dict | None] | None = None
+) -> dict[str, dict]:
+    """Receipts of the shards (name -> (split, fingerprint)) that are finished on disk;
+    `loaded`: receipts already read, by shard name (the others are read here)."""
     found = {}
     for name, (split, fingerprint) in shards.items():
-        receipt = load(out, split, name)
+        receipt = (loaded or {}).get(name) or load(out, split, name)
         if receipt is None or receipt.get("fingerprint") != fingerprint:
             continue
         if all(_has_size(out / f["path"], f["bytes"]) for f in receipt["files"]):

@@ -162,13 +162,13 @@ def _fresh(plan: PackPlan, candidates: dict[str, dict]) -> tuple[dict[str, dict]
 
 def _against_finished(out: Path, plan: PackPlan, old: dict, update: bool) -> Decision:
     """A finished pack of the same source folder and options: current, stale, or to update."""
-    loaded = [
-        receipts.load(out, split, shard["name"])
+    loaded = {
+        shard["name"]: receipts.load(out, split, shard["name"])
         for split, data in old["splits"].items()
         for shard in data["shards"]
-    ]
-    recorded = receipts.recorded_sources([r for r in loaded if r is not None])
-    if recorded is None or None in loaded:
+    }
+    recorded = receipts.recorded_sources([r for r in loaded.values() if r is not None])
+    if recorded is None or None in loaded.values():
         changes = SourceChanges(unrecorded=True)
         keep: dict[str, dict] = {}
     else:
@@ -178,7 +178,7 @@ def _against_finished(out: Path, plan: PackPlan, old: dict, update: bool) -> Dec
         )
         changes.added = sorted(wanted.difference(recorded))
         changes.removed = sorted(set(recorded).difference(wanted))
-        candidates = receipts.finished(out, _planned(plan))
+        candidates = receipts.finished(out, _planned(plan), loaded)
         changed = set(changes.changed)
         keep = {n: r for n, r in candidates.items() if not changed.intersection(r["sources"])}
     if not changes and len(keep) == len(plan.all_shards):
