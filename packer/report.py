@@ -115,9 +115,11 @@ def pack_summary(data: dict, plan: PackPlan) -> str:
     lines = []
     if run.get("update"):
         u = run["update"]
+        sources = u["changed"] or u["added"] or u["removed"] or u["unrecorded"]
+        why = f"sources {u['text']}" if sources else "shard files were missing or cut short"
         lines.append(
-            f"updated: sources {u['text']}; packed {plural(u['packed_shards'], 'shard')} "
-            f"again, kept {u['kept_shards']}"
+            f"updated: {why}; packed {plural(u['packed_shards'], 'shard')} again, "
+            f"kept {u['kept_shards']}"
         )
     lines.append(
         f"packed {total} samples ("

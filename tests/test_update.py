@@ -239,3 +239,17 @@ def test_refused_and_up_to_date_runs_leave_no_lock(src, tmp_path):
     with pytest.raises(PackError, match="not a packer dataset"):
         pack(src, tmp_path / "mine")
     assert sorted(p.name for p in (tmp_path / "mine").iterdir()) == ["notes.txt"]
+
+
+def test_a_finished_pack_missing_a_shard_file_is_repaired(src, tmp_path):
+    out = tmp_path / "out"
+    args = [str(src), "--out", str(out), "--size", "32x24", "--shard-size", str(SHARD)]
+    assert CliRunner().invoke(pack_command, args).exit_code == 0
+    hashes = manifest_hashes(out)
+    next(out.glob("val/*.masks.npy")).unlink()
+    result = CliRunner().invoke(pack_command, args)
+    assert result.exit_code == 0, result.output
+    assert "updated: shard files were missing or cut short; packed 1 shard again, kept 3" in (
+        result.output
+    )
+    assert manifest_hashes(out) == hashes
