@@ -136,9 +136,11 @@ class Split:
             raise IndexError(f"sample {index} out of range for split {self.name!r} ({self.count})")
         if self.random_access:
             batch = self.reader.read(np.asarray([index]))
-        else:
-            batch = next(r for i, r in enumerate(self.records()) if i == index)
-            batch = {k: v[None] for k, v in batch.items()}
+        else:  # read its shard from the start
+            shard, local = self.locate(index)
+            records = self._stream(self.shards[shard])
+            record = next(r for i, r in enumerate(records) if i == local)
+            batch = {k: v[None] for k, v in record.items()}
         image = np.array(batch["images"][0])
         if "masks" in batch:
             return image, np.array(batch["masks"][0])
@@ -155,7 +157,6 @@ class Split:
     def records(self, limit: int | None = None) -> Iterator[dict[str, np.ndarray]]:
         """Samples in file order, one field dict each (at most `limit`), for any format: by
         shard streams where there is no random access, else in batches of the reader."""
-        fmt = formats.get(self.dataset.format)
         stop = self.count if limit is None else min(limit, self.count)
         if self.random_access:
             for start in range(0, stop, 64):
@@ -165,17 +166,16 @@ class Split:
             return
         done = 0
         for shard in self.shards:
-            for record in fmt.stream_shard(
-                self.dataset.root,
-                self.name,
-                shard,
-                self.dataset.fields,
-                self.dataset.format_options,
-            ):
+            for record in self._stream(shard):
                 if done == stop:
                     return
                 yield record
                 done += 1
+
+    def _stream(self, shard: dict) -> Iterator[dict[str, np.ndarray]]:
+        fmt = formats.get(self.dataset.format)
+        data = self.dataset
+        return fmt.stream_shard(data.root, self.name, shard, data.fields, data.format_options)
 
     def locate(self, index: int) -> tuple[int, int]:
         """(shard number, index inside that shard) of sample `index`."""
