@@ -7,7 +7,6 @@ exit 1, with messages worded for the command line (`--shard-size`, not `shard_si
 from __future__ import annotations
 
 import json
-import re
 import shlex
 import signal
 import sys
@@ -15,100 +14,28 @@ from pathlib import Path
 
 import click
 
-from . import engines, packing, report, storage
+from . import engines, packing, report
+from .cli_params import (
+    FORMAT_OPTION_NAMES,
+    bytes_option,
+    existing,
+    format_options,
+    location,
+    size_option,
+    split_option,
+)
 from .engines import cpu_count
 from .errors import PackError
 from .flags import command_line_wording
-from .formats import FORMATS, FormatOption, all_options
+from .formats import FORMATS
 from .imaging import INTERPOLATIONS, RESIZE_MODES
 from .packing import preflight
 from .packing.update import unfinished
 from .reading.dataset import open_dataset
-from .sources import LAYOUTS, parse_split_spec
+from .sources import LAYOUTS
 from .verify import verify
 
-_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9}
-_UNITS |= {"gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
-FORMAT_OPTIONS = all_options()  # every format's own options, each with the formats taking it
-FORMAT_OPTION_NAMES = tuple(spec.name for spec, _ in FORMAT_OPTIONS)
 SHOW_DEFAULTS = {"show_default": True}
-
-
-def parse_size(text: str) -> tuple[int, int]:
-    """`480x352` -> (480, 352) as WIDTHxHEIGHT; `224` -> (224, 224)."""
-    match = re.fullmatch(r"\s*(\d+)\s*(?:[xX×]\s*(\d+))?\s*", text)
-    if not match:
-        raise click.BadParameter(f"{text!r} is not WIDTHxHEIGHT (e.g. 480x352) or one number")
-    width = int(match[1])
-    height = int(match[2] or width)
-    if width == 0 or height == 0:
-        raise click.BadParameter(f"{text!r}: width and height must be positive (e.g. 480x352)")
-    return width, height
-
-
-def parse_bytes(text: str) -> int:
-    """`256MB`, `1GiB`, `1000000` -> bytes."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", text)
-    if not match or match[2].lower() not in _UNITS:
-        raise click.BadParameter(f"{text!r} is not a size in bytes (e.g. 256MB, 1GiB, 1000000)")
-    return int(float(match[1]) * _UNITS[match[2].lower()])
-
-
-def _size_option(ctx, param, value):
-    return None if value is None else parse_size(value)
-
-
-def _bytes_option(ctx, param, value):
-    return parse_bytes(value)
-
-
-def _split_option(ctx, param, value):
-    if value is None:
-        return None
-    try:
-        return parse_split_spec(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
-
-
-def _location(ctx, param, value):
-    """A path or URL argument, checked through the storage seam: a URL no backend handles is
-    a usage error here, never a local folder named `s3:`."""
-    if value is None:
-        return None
-    try:
-        storage.backend(value)
-    except PackError as exc:
-        raise click.BadParameter(str(exc)) from None
-    return value
-
-
-def _existing(ctx, param, value):
-    """A path that must exist (SRC, a pack folder)."""
-    value = _location(ctx, param, value)
-    if value is not None and not storage.exists(value):
-        raise click.BadParameter(f"{value}: no such file or folder")
-    return value
-
-
-def _format_option(spec: FormatOption, names: tuple[str, ...]):
-    """The click option of one format option; unset (None) unless given, so a format's
-    default applies and an option given for another format is refused by the plan."""
-    flag = "--" + spec.name.replace("_", "-")
-    text = f"{', '.join(names)}: {spec.help}"
-    if spec.flag:
-        return click.option(
-            flag, spec.name, is_flag=True, default=None, show_default="off", help=f"{text}."
-        )
-    kind = click.Choice(spec.choices) if spec.choices else click.IntRange(*spec.range)
-    return click.option(flag, spec.name, type=kind, show_default=str(spec.default), help=f"{text}.")
-
-
-def _format_options(command):
-    """Add every registered format's options to `command`, in registry order."""
-    for spec, names in reversed(FORMAT_OPTIONS):
-        command = _format_option(spec, names)(command)
-    return command
 
 
 class Command(click.Command):
@@ -154,10 +81,10 @@ changed since, packs again only the shards they touch (--no-update leaves it as 
     short_help="Pack SRC into already-decoded shards.",
     context_settings=SHOW_DEFAULTS,
 )
-@click.argument("src", callback=_existing)
+@click.argument("src", callback=existing)
 @click.option(
     "--out",
-    callback=_location,
+    callback=location,
     help="Output folder (inside SRC it is left out of the scan).",
     show_default="SRC-FORMAT beside SRC",
 )
@@ -166,7 +93,7 @@ changed since, packs again only the shards they touch (--no-update leaves it as 
 )
 @click.option(
     "--size",
-    callback=_size_option,
+    callback=size_option,
     help="Output WIDTHxHEIGHT (e.g. 480x352; one number = square).",
     show_default="the images' size when they share one, else the median width and height "
     f"rounded to multiples of {preflight.SIZE_STEP}",
@@ -200,14 +127,14 @@ changed since, packs again only the shards they touch (--no-update leaves it as 
 @click.option(
     "--shard-size",
     default="256MB",
-    callback=_bytes_option,
+    callback=bytes_option,
     help="Bytes per shard (e.g. 256MB, 1GiB, 1000000).",
 )
 @click.option("--seed", type=int, default=0, help="Seed of the sample order.")
 @click.option(
     "--split",
     "split",
-    callback=_split_option,
+    callback=split_option,
     help="Without split folders: e.g. train=0.9,val=0.1 (stable hash of each path).",
     show_default="split folders, else all in train",
 )
@@ -253,7 +180,7 @@ changed since, packs again only the shards they touch (--no-update leaves it as 
     default="ignore",
     help="Unknown mask colours: map to --ignore-index, or stop.",
 )
-@_format_options
+@format_options
 @click.option(
     "--strict",
     is_flag=True,
@@ -314,8 +241,8 @@ def pack_command(
     max_rejects,
     **options,
 ) -> None:
-    format_options = {k: options.pop(k) for k in FORMAT_OPTION_NAMES}
-    options.update({k: v for k, v in format_options.items() if v is not None})
+    given = {k: options.pop(k) for k in FORMAT_OPTION_NAMES}
+    options.update({k: v for k, v in given.items() if v is not None})
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     command = command_line(ctx)
     try:
@@ -361,7 +288,7 @@ main.add_command(pack_command)
 
 
 @main.command("info", context_settings=SHOW_DEFAULTS)
-@click.argument("path", callback=_existing)
+@click.argument("path", callback=existing)
 @click.option(
     "--json", "as_json", is_flag=True, show_default="off", help="Print a machine-readable summary."
 )
@@ -381,7 +308,7 @@ def info_command(path: str, as_json: bool) -> None:
 @main.command(
     "verify", short_help="Re-hash every file against the manifest.", context_settings=SHOW_DEFAULTS
 )
-@click.argument("path", callback=_existing)
+@click.argument("path", callback=existing)
 @click.option(
     "--sources",
     is_flag=True,
@@ -404,7 +331,7 @@ def verify_command(path: str, sources: bool) -> None:
     short_help="Reader img/s and GB/s, warm and cold, beside limits.",
     context_settings=SHOW_DEFAULTS,
 )
-@click.argument("path", callback=_existing)
+@click.argument("path", callback=existing)
 @click.option("--split", default="train", help="Split to read.")
 @click.option("--batch-size", type=click.IntRange(1), default=32, help="Samples per batch.")
 @click.option(
@@ -435,7 +362,7 @@ def bench_command(path: str, split: str, batch_size: int, seconds: float, step_m
     short_help="A PNG grid of samples, masks in class colours.",
     context_settings=SHOW_DEFAULTS,
 )
-@click.argument("path", callback=_existing)
+@click.argument("path", callback=existing)
 @click.option(
     "--out",
     required=True,

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from packer.cli import main, pack_command, parse_bytes, parse_size
+from packer.cli import main, pack_command
+from packer.cli_params import parse_bytes, parse_size
 
 
 def test_size_is_width_by_height():
