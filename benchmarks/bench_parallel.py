@@ -10,19 +10,24 @@ normalisation) and returns `(x, y)`, x float32 (32, 224, 224, 3) (19 MB). Rows:
   packer.parallel(2)         packer.parallel(ds, workers=2): shared-memory worker processes
 
 Each row is iterated the way `model.fit` iterates it: Keras' PyDatasetAdapter, epoch by epoch
-(on_epoch_begin, its numpy iterator, on_epoch_end), the batch dropped once received (no model,
-so the rows measure what the input side delivers). The first epoch starts the workers and is
-timed apart; img/s counts the epochs after it, per-epoch costs (Keras restarts its pool
-every epoch) included. `--fit` instead times a real `model.fit` of a one-layer model.
+(on_epoch_begin, its numpy iterator, on_epoch_end), each batch dropped once received (no
+model, so the rows measure what the input side delivers). The first epoch starts the workers
+and is timed apart; then the rows take turns, one epoch each, for `--rounds` rounds, and
+img/s is from each row's median epoch, per-epoch costs (Keras restarts its pool every epoch)
+included. CPU ms/batch adds up every process of the row (parent, threads, workers): on a
+machine shared with other work, wall-clock ratios drift, and this shows what each way costs.
 
-    python benchmarks/bench_parallel.py [--batches 64] [--epochs 3] [--fit]
+    python benchmarks/bench_parallel.py [--batches 64] [--rounds 7]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
+import statistics
 import time
+from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -34,8 +39,9 @@ from keras.src.trainers.data_adapters.py_dataset_adapter import PyDatasetAdapter
 from packer.parallel import parallel
 
 BATCH, CROP, SOURCE, POOL = 32, 224, 256, 96
-MEAN = np.array([0.485, 0.456, 0.406], np.float32)
-STD = np.array([0.229, 0.224, 0.225], np.float32)
+# per-channel mean and 1/std, repeated along a row: NumPy broadcasts a length-3 axis slowly
+MEAN = np.tile(np.array([0.485, 0.456, 0.406], np.float32) * 255, CROP)
+SCALE = np.tile(1 / (np.array([0.229, 0.224, 0.225], np.float32) * 255), CROP)
 
 
 class CropDataset(keras.utils.PyDataset):
@@ -62,61 +68,47 @@ class CropDataset(keras.utils.PyDataset):
             crop = self.images[pick, top : top + CROP, left : left + CROP]
             crops[j] = crop[:, ::-1] if flip else crop
         x = crops.astype(np.float32)
-        x *= 1 / 255
-        x -= MEAN
-        x /= STD
+        rows = x.reshape(BATCH, CROP, CROP * 3)
+        rows -= MEAN
+        rows *= SCALE
         return x, self.labels[picks]
 
     def on_epoch_end(self) -> None:
         self.epoch += 1
 
 
-def iterate(dataset: keras.utils.PyDataset, epochs: int) -> list[float]:
-    """Seconds per epoch, going through the dataset as model.fit does (minus the model)."""
-    adapter = PyDatasetAdapter(dataset, shuffle=False)
-    times = []
-    for _ in range(epochs):
-        start = time.perf_counter()
-        adapter.on_epoch_begin()
-        for batch in adapter.get_numpy_iterator():
-            del batch
-        adapter.on_epoch_end()
-        times.append(time.perf_counter() - start)
-    return times
+def epoch(adapter: PyDatasetAdapter) -> tuple[float, float]:
+    """Wall and CPU seconds (all processes) for one epoch, going through the dataset as
+    model.fit does (minus the model)."""
+    start, cpu = time.perf_counter(), cpu_seconds()
+    adapter.on_epoch_begin()
+    for batch in adapter.get_numpy_iterator():
+        del batch
+    adapter.on_epoch_end()
+    return time.perf_counter() - start, cpu_seconds() - cpu
 
 
-def fit(dataset: keras.utils.PyDataset, epochs: int) -> list[float]:
-    """Seconds per epoch of a real model.fit of a global-average-pool + dense model."""
-
-    class Timer(keras.callbacks.Callback):
-        def on_epoch_begin(self, epoch, logs=None):
-            self.start = time.perf_counter()
-
-        def on_epoch_end(self, epoch, logs=None):
-            times.append(time.perf_counter() - self.start)
-
-    times: list[float] = []
-    model = keras.Sequential(
-        [
-            keras.Input((CROP, CROP, 3)),
-            keras.layers.GlobalAveragePooling2D(),
-            keras.layers.Dense(10, activation="softmax"),
-        ]
-    )
-    model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
-    model.fit(dataset, epochs=epochs, verbose=0, callbacks=[Timer()])
-    return times
+def cpu_seconds() -> float:
+    """CPU time of this process (threads included), its finished children and its live ones."""
+    done = resource.getrusage(resource.RUSAGE_CHILDREN)
+    live = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == os.getpid():  # ppid; utime and stime follow at 11, 12
+                live += int(fields[11]) + int(fields[12])
+    return time.process_time() + done.ru_utime + done.ru_stime + live / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batches", type=int, default=64, help="batches per epoch")
-    parser.add_argument("--epochs", type=int, default=3, help="timed epochs after the first")
-    parser.add_argument("--fit", action="store_true", help="time a real model.fit instead")
+    parser.add_argument("--rounds", type=int, default=7, help="timed epochs per row")
     args = parser.parse_args()
-    run = fit if args.fit else iterate
-    images = args.batches * BATCH
-    rows = {
+    make = {
         "keras workers=1": lambda: CropDataset(args.batches),
         "keras workers=2 threads": lambda: CropDataset(args.batches, workers=2),
         "keras workers=2 processes": lambda: CropDataset(
@@ -124,23 +116,31 @@ def main() -> None:
         ),
         "packer.parallel(2)": lambda: parallel(CropDataset(args.batches), workers=2),
     }
-    print(f"{os.cpu_count()} cores; {args.batches} batches of {BATCH} per epoch; ", end="")
-    print("model.fit" if args.fit else "PyDatasetAdapter numpy iterator, no model")
-    print(f"{'':28} {'first epoch s':>13} {'img/s':>8}")
-    rates = {}
-    for name, make in rows.items():
-        dataset = make()
-        first, *rest = run(dataset, 1 + args.epochs)
-        rates[name] = images * len(rest) / sum(rest)
-        print(f"{name:28} {first:13.2f} {rates[name]:8.0f}", flush=True)
-        if hasattr(dataset, "close"):
-            dataset.close()
+    datasets = {name: build() for name, build in make.items()}
+    adapters = {name: PyDatasetAdapter(d, shuffle=False) for name, d in datasets.items()}
+    first = {name: epoch(adapter)[0] for name, adapter in adapters.items()}
+    runs: dict[str, list[tuple[float, float]]] = {name: [] for name in adapters}
+    for _ in range(args.rounds):  # rows take turns, so a busy moment hits them all alike
+        for name, adapter in adapters.items():
+            runs[name].append(epoch(adapter))
+    datasets["packer.parallel(2)"].close()
+    images = args.batches * BATCH
+    walls = {name: [wall for wall, _ in r] for name, r in runs.items()}
+    rates = {name: images / statistics.median(w) for name, w in walls.items()}
+    cpu = {name: statistics.median(c for _, c in r) / args.batches for name, r in runs.items()}
+    print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end; ", end="")
+    print(f"{args.batches} batches of {BATCH} per epoch, {args.rounds} epochs per row in turns;")
+    print("iterated by PyDatasetAdapter's numpy iterator (as model.fit), no model")
+    header = f"{'':26} {'first epoch s':>13} {'img/s':>7} {'min..max':>11} {'CPU ms/batch':>12}"
+    print(header)
+    for name, rate in rates.items():
+        spread = f"{images / max(walls[name]):.0f}..{images / min(walls[name]):.0f}"
+        print(f"{name:26} {first[name]:13.2f} {rate:7.0f} {spread:>11} {cpu[name] * 1e3:12.1f}")
     ours = rates["packer.parallel(2)"]
-    print(f"packer.parallel(2) / keras workers=1:           {ours / rates['keras workers=1']:.2f}x")
-    threads = rates["keras workers=2 threads"]
-    print(f"packer.parallel(2) / keras workers=2 threads:   {ours / threads:.2f}x")
-    processes = rates["keras workers=2 processes"]
-    print(f"packer.parallel(2) / keras workers=2 processes: {ours / processes:.2f}x")
+    for name in list(rates)[:3]:
+        print(f"packer.parallel(2) / {name + ':':27} {ours / rates[name]:.2f}x")
+    bound = 2 * cpu["keras workers=1"] / cpu["packer.parallel(2)"]
+    print(f"two idle cores would allow packer.parallel(2) at most {bound:.2f}x keras workers=1")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Create the peers' environment for benchmarks/bench_peers.py: a separate virtual environment
-# (.venv-peers) with WebDataset, LitData, FFCV and matplotlib, pinned in peers-requirements.txt.
+# Create the peers' environment for benchmarks/bench_peers.py and bench_augment.py: a separate
+# virtual environment (.venv-peers) with WebDataset, LitData, FFCV, matplotlib, and the augmentation
+# baselines (albumentations; Keras + scipy for ImageDataGenerator), pinned in peers-requirements.txt.
 # Nothing here touches packer's own .venv. FFCV compiles against the system OpenCV and
 # libjpeg-turbo (apt); when it does not build, the log stays in .venv-peers/ffcv-install.log and
 # the benchmark reports why instead of an FFCV row.
@@ -27,7 +28,8 @@ else
 fi
 "$VENV/bin/python" -c "
 import importlib.metadata as m
-for name in ('torch', 'webdataset', 'litdata', 'ffcv', 'matplotlib', 'numpy'):
+for name in ('torch', 'webdataset', 'litdata', 'ffcv', 'matplotlib', 'numpy',
+             'albumentations', 'scipy', 'keras'):
     try:
         print('peers:', name, m.version(name))
     except m.PackageNotFoundError:

@@ -1,7 +1,8 @@
 """packer: decode, resize and label images once; read them back at memory speed.
 
-The framework adapters (`packer.keras`, `packer.tf`) import TensorFlow/Keras, so they load
-lazily: `import packer` stays cheap, and converter workers never pay for TensorFlow.
+The framework adapters (`packer.keras`, `packer.tf`, `packer.torch`) import their framework,
+so they load lazily: `import packer` stays cheap, and converter workers never pay for
+TensorFlow or torch.
 """
 
 from __future__ import annotations
@@ -10,13 +11,16 @@ import importlib
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["__version__", "open", "pack"]
+__all__ = ["Augment", "__version__", "open", "pack", "parallel"]
 
 _LAZY = {
     "open": ("packer.reading.dataset", "open_dataset"),
     "pack": ("packer.packing", "pack"),
     "keras": ("packer.keras", None),
     "tf": ("packer.tf", None),
+    "torch": ("packer.torch", None),
+    "Augment": ("packer.augment", "Augment"),
+    "parallel": ("packer.parallel", "parallel"),
     "recordio": ("packer.recordio", None),
 }
 

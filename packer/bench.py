@@ -1,9 +1,10 @@
 """`packer bench DIR`: how fast this machine reads a pack, beside the limits that matter.
 
-Everything is measured in one run: shuffled batches from the pack with a warm and with a cold
-page cache (the shards' pages evicted with posix_fadvise), this machine's memcpy rate for the
-same bytes, and the naive per-step decode of the original files. With the step time of a
-model, it says whether the reader keeps the GPU fed.
+Everything is measured in one run: this machine's memcpy rate for the same bytes (the limit a
+reader cannot pass), shuffled batches from the pack with a warm and with a cold page cache
+(the shards' pages evicted with posix_fadvise), and the naive per-step decode of the original
+files. Packs without random access (gzip TFRecords) are read in file order instead. With the
+step time of a model, it says whether the reader keeps the GPU fed.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from .errors import PackError, StorageError
 from .reading.dataset import PackedDataset, Split
 from .reading.loader import Loader
 from .schema import record_bytes
@@ -90,7 +92,7 @@ def epoch_reader(
 def read_rate(split: Split, batch: int, seconds: float, cold: bool, windows: bool = False) -> float:
     """Samples/s of shuffled batches; cold reads one epoch right after evicting the shards."""
     files = shard_files(split)
-    split.reader.close()  # mapped pages cannot be evicted, so unmap before either run
+    unmap(split)  # before either run
     loader, step = epoch_reader(split, batch, seed=1 if cold else 0, windows=windows)
     if cold:
         evict(files)
@@ -104,10 +106,16 @@ def read_rate(split: Split, batch: int, seconds: float, cold: bool, windows: boo
     return rate
 
 
+def unmap(split: Split) -> None:
+    """Close the split's reader if it was opened: mapped pages cannot be evicted."""
+    if "reader" in vars(split):
+        split.reader.close()
+
+
 def sequential_rate(split: Split) -> float:
     """Bytes/s of reading the shard files start to end from a cold cache (what dd measures)."""
     files = shard_files(split)
-    split.reader.close()
+    unmap(split)
     evict(files)
     start = time.perf_counter()
     total = 0
@@ -116,6 +124,23 @@ def sequential_rate(split: Split) -> float:
             while block := f.read(16 << 20):
                 total += len(block)
     return total / (time.perf_counter() - start)
+
+
+def stream_rate(split: Split, seconds: float, cold: bool) -> float:
+    """Samples/s reading the split's records in file order (packs without random access):
+    warm, repeated for `seconds`; cold, one pass right after evicting the shards."""
+    files = shard_files(split)
+
+    def one_pass() -> int:
+        return sum(1 for _ in split.records())
+
+    if cold:
+        evict(files)
+        start = time.perf_counter()
+        done = one_pass()
+        return done / (time.perf_counter() - start)
+    warm(files)
+    return timed(one_pass, seconds)
 
 
 def memcpy_rate(sample_bytes: int, batch: int, seconds: float) -> float:
@@ -179,27 +204,48 @@ def run(
     seconds: float = 3.0,
     step_ms: float | None = None,
 ) -> BenchResult:
-    """Measure a pack's reader warm and cold, beside memcpy and the naive decode loop."""
+    """Measure a pack's reader warm and cold, beside memcpy and the naive decode loop; a
+    damaged pack is a StorageError naming the file."""
+    try:
+        return _measure(path, split, batch_size, seconds, step_ms)
+    except OSError as exc:
+        if isinstance(exc, PackError):
+            raise
+        raise StorageError(f"{exc}; check the pack with `packer verify {path}`") from exc
+
+
+def _measure(path, split: str, batch_size: int, seconds: float, step_ms) -> BenchResult:
     dataset = PackedDataset(path)
     part = dataset[split]
     size = record_bytes(dataset.fields)
-    warm_rate = read_rate(part, batch_size, seconds, cold=False)
-    cold_rate = read_rate(part, batch_size, seconds, cold=True)
-    cold_windows = read_rate(part, batch_size, seconds, cold=True, windows=True)
-    sequential = sequential_rate(part)
     copy = memcpy_rate(size, batch_size, seconds)
-    rates = [
-        Rate("packed reader, warm cache", warm_rate, warm_rate * size),
-        Rate("packed reader, cold cache", cold_rate, cold_rate * size, "one epoch after eviction"),
-        Rate(
-            "  cold, shuffled shard windows",
-            cold_windows,
-            cold_windows * size,
-            'shuffle="windows", read ahead',
-        ),
-        Rate("sequential file read, cold", sequential / size, sequential, "like dd"),
-        Rate("memcpy limit (np.copyto)", copy / size, copy),
-    ]
+    rates = [Rate("memcpy limit (np.copyto)", copy / size, copy, "no reader is faster")]
+    if part.random_access:
+        warm_rate = read_rate(part, batch_size, seconds, cold=False)
+        cold_rate = read_rate(part, batch_size, seconds, cold=True)
+        cold_windows = read_rate(part, batch_size, seconds, cold=True, windows=True)
+        rates += [
+            Rate("packed reader, warm cache", warm_rate, warm_rate * size),
+            Rate(
+                "packed reader, cold cache", cold_rate, cold_rate * size, "one epoch after eviction"
+            ),
+            Rate(
+                "  cold, shuffled shard windows",
+                cold_windows,
+                cold_windows * size,
+                'shuffle="windows", read ahead',
+            ),
+        ]
+    else:
+        warm_rate = stream_rate(part, seconds, cold=False)
+        cold_rate = stream_rate(part, seconds, cold=True)
+        note = "in file order: no random access"
+        rates += [
+            Rate("packed reader, warm cache", warm_rate, warm_rate * size, note),
+            Rate("packed reader, cold cache", cold_rate, cold_rate * size, note),
+        ]
+    sequential = sequential_rate(part)
+    rates.append(Rate("sequential file read, cold", sequential / size, sequential, "like dd"))
     naive = naive_rate(part, seconds)
     if naive is not None:
         rates.append(Rate("naive decode of the sources", naive, naive * size, "cv2 + float"))
@@ -217,13 +263,13 @@ def render(result: BenchResult) -> str:
         f"{result.dataset} [{result.split}]: {result.samples} samples of "
         f"{result.sample_bytes / 1e6:.2f} MB, batches of {result.batch_size}",
         "",
-        f"{'':34} {'img/s':>10} {'GB/s':>8}  ratio",
+        f"{'':34} {'img/s':>10} {'GB/s':>8}  share of the memcpy limit",
     ]
-    base = result.rates[0].images_per_s
+    limit = result.rates[0].images_per_s
     for r in result.rates:
         lines.append(
             f"{r.name:34} {r.images_per_s:>10,.0f} {r.bytes_per_s / GB:>8.2f}  "
-            f"{r.images_per_s / base:5.2f}{'  (' + r.note + ')' if r.note else ''}"
+            f"{r.images_per_s / limit:6.3f}{'  (' + r.note + ')' if r.note else ''}"
         )
     if result.headroom is not None:
         verdict = "keeps" if result.headroom >= 1 else "does NOT keep"

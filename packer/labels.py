@@ -186,7 +186,8 @@ class LabelMapper:
         if self.table is None or not self.table.has_colors:
             raise LabelError(
                 "this mask holds colours, but there is no class table with colours "
-                "(put a class_dict.csv with name,r,g,b in the source folder or pass --classes)"
+                "(put a class_dict.csv with name,r,g,b in the source folder, or name one as the "
+                "class table: --classes / classes=)"
             )
         return self._map_through(self._lut(), _color_keys(rgb), _describe_color_key)
 

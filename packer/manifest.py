@@ -34,21 +34,27 @@ def build(
     run: dict,
     rejected: list[dict],
     fingerprint: str,
+    converter_revision: int,
 ) -> dict:
-    """Assemble the manifest; receipts are taken in (split, shard) order so stats are exact."""
+    """Assemble the manifest; receipts are taken in (split, shard) order so stats are exact.
+
+    Each shard lists its files (what `verify` hashes and readers read) and, under `receipt`,
+    the receipt beside them (statistics and the states of its sources, for updates).
+    """
     receipts = sorted(receipts, key=lambda r: r["name"])
     splits: dict[str, dict] = {}
     for r in receipts:
         split = splits.setdefault(r["split"], {"count": 0, "shards": []})
         split["count"] += r["count"]
-        split["shards"].append(
-            {
-                "name": r["name"],
-                "count": r["count"],
-                "bytes": sum(f["bytes"] for f in r["files"]),
-                "files": r["files"],
-            }
-        )
+        entry = {
+            "name": r["name"],
+            "count": r["count"],
+            "bytes": sum(f["bytes"] for f in r["files"]),
+            "files": r["files"],
+        }
+        if "receipt_file" in r:
+            entry["receipt"] = r["receipt_file"]
+        split["shards"].append(entry)
     backends: Counter = Counter()
     for r in receipts:
         backends.update(r["backends"])
@@ -64,6 +70,7 @@ def build(
         "options": options,
         "source": source,
         "fingerprint": fingerprint,
+        "converter_revision": converter_revision,
         "run": {**run, "backends": dict(sorted(backends.items()))},
         "rejected": rejected + [x for r in receipts for x in r["rejected"]],
         "unknown_labels": [u for r in receipts for u in r["unknown"]],

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
+from . import storage
+from .errors import PackError, StorageError
 from .labels import preview_colors
-from .reading.dataset import PackedDataset
+from .reading.dataset import PackedDataset, Split
 
 TILE_WIDTH = 240
 CAPTION = 16
@@ -38,14 +41,38 @@ def overlay(image: np.ndarray, mask: np.ndarray, colors: np.ndarray) -> np.ndarr
     return out.astype(np.uint8)
 
 
-def render(
-    path: str | os.PathLike, split: str | None = None, count: int = 16, seed: int = 0
-) -> Image.Image:
-    """A grid of `count` seeded random samples of `split` (the first split by default)."""
-    dataset = PackedDataset(path)
-    part = dataset[split or next(iter(dataset.splits))]
+@dataclass(frozen=True)
+class Preview:
+    """A grid written to `path`; `text` says what it shows (split, samples, how chosen)."""
+
+    path: Path
+    text: str
+
+
+def choose(dataset: PackedDataset, split: str | None) -> Split:
+    """The split asked for; by default train, else the first."""
+    if split is None or (split == "train" and "train" not in dataset.splits):
+        return dataset[next(iter(dataset.splits))]
+    return dataset[split]
+
+
+def samples(part: Split, count: int, seed: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """`count` seeded random samples (sorted indices and their arrays); the first `count` in
+    file order for packs without random access (gzip TFRecords)."""
+    if not part.random_access:
+        records = list(part.records(limit=count))
+        batch = {k: np.stack([r[k] for r in records]) for k in records[0]}
+        return np.arange(len(records)), batch
     chosen = np.sort(np.random.default_rng(seed).permutation(part.count)[:count])
-    batch = part.reader.read(chosen)
+    return chosen, part.reader.read(chosen)
+
+
+def render(
+    path: str | os.PathLike, split: str | None = "train", count: int = 16, seed: int = 0
+) -> Image.Image:
+    """A grid of `count` seeded random samples of `split` (train, else the first split)."""
+    dataset = PackedDataset(path)
+    chosen, batch = samples(choose(dataset, split), count, seed)
     colors = class_colors(dataset)
     height, width = dataset.image_shape[:2]
     tile = (TILE_WIDTH, max(1, round(TILE_WIDTH * height / width)))
@@ -97,8 +124,38 @@ def _legend(draw, shown, names, colors, top: int, column: int, per_row: int, fon
         draw.text((x + 18, y + 1), f"{cls} {names[cls]}", fill="black", font=font)
 
 
-def save(path: str | os.PathLike, out: str | os.PathLike, **options) -> Path:
-    """Render and write the grid as PNG; returns where."""
+def save(
+    path: str | os.PathLike,
+    out: str | os.PathLike,
+    split: str | None = "train",
+    count: int = 16,
+    seed: int = 0,
+) -> Preview:
+    """Render and write the grid (PNG, JPEG, ... by `out`'s extension); says what it shows."""
     out = Path(out)
-    render(path, **options).save(out)
-    return out
+    if out.suffix.lower() not in Image.registered_extensions():
+        raise StorageError(
+            f"{out}: give the picture a file name with an image extension, e.g. {out}.png"
+        )
+    if not storage.is_dir(out.parent if str(out.parent) else Path(".")):
+        raise StorageError(f"{out}: folder {out.parent} does not exist; create it first")
+    dataset = PackedDataset(path)
+    part = choose(dataset, split)
+    try:
+        image = render(path, part.name, count, seed)
+    except OSError as exc:
+        if isinstance(exc, PackError):
+            raise
+        raise StorageError(f"{exc}; check the pack with `packer verify {path}`") from exc
+    try:
+        image.save(out)
+    except (OSError, ValueError, KeyError) as exc:
+        reason = getattr(exc, "strerror", None) or exc
+        raise StorageError(f"cannot write {out}: {reason}; try a .png name") from exc
+    shown = min(count, part.count)
+    how = (
+        f"the first {shown} (this format is read in file order)"
+        if not part.random_access
+        else f"{shown} drawn with seed {seed}"
+    )
+    return Preview(out, f"{how} of the {part.count} samples of split {part.name!r}")

@@ -7,9 +7,12 @@ from collections import Counter
 from pathlib import Path
 
 from .packing.plan import PackPlan
+from .packing.preflight import DECODE_ONLY
 from .reading.dataset import PackedDataset
+from .sources import Rejection
 
 _SHOWN = 10
+_CLASSES_SHOWN = 40
 
 
 def human_bytes(n: float) -> str:
@@ -20,35 +23,64 @@ def human_bytes(n: float) -> str:
     return f"{n} B"
 
 
+def plural(count: int, noun: str) -> str:
+    """`1 worker`, `2 workers`."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def reason_kind(reason: str) -> str:
-    """A reason without its numbers and quoted names, so like rejections group together."""
-    return re.sub(r"\d+", "N", reason.split(":")[0]).strip()
+    """A reason without its details (the part after a colon, parentheses, numbers on their
+    own), so that like rejections group together; names with digits in them stay whole."""
+    kind = re.sub(r"\s*\([^()]*\)", "", reason.split(":")[0])
+    numbers = r"(?<![\w.])\d+(?:x\d+)?(?![\w.])"  # 12, 480x352; not R0_f1 or v1.2
+    return re.sub(numbers, lambda m: re.sub(r"\d+", "N", m[0]), kind).strip()
 
 
-def dry_run(plan: PackPlan) -> str:
-    s = plan.scan
+def _output_line(plan: PackPlan) -> list[str]:
     width, height = plan.config.geometry.size
-    lines = [
-        f"source:  {s.root}",
-        f"layout:  {s.layout} ({s.task})",
-        f"output:  {plan.out} ({plan.config.format}, {width}x{height}, "
-        f"{plan.config.geometry.mode})",
-    ]
+    line = f"output:  {plan.out} ({plan.config.format}, {width}x{height}, "
+    line += f"{plan.config.geometry.mode})"
+    return [line] + ([f"size:    {plan.size_rule}"] if plan.size_rule else [])
+
+
+def dry_run(plan: PackPlan, predicted: list[Rejection] | None = None) -> str:
+    """What a pack would do: layout, output, splits, classes, notes, and what it would reject
+    (found in file names, and `predicted` from the files' headers)."""
+    s = plan.scan
+    lines = [f"source:  {s.root}", f"layout:  {s.layout} ({s.task})", *_output_line(plan)]
+    bad = {r.path for r in predicted or []}
     for split, shards in plan.shards.items():
         count = sum(len(sh.samples) for sh in shards)
+        failing = sum(1 for sh in shards for x in sh.samples if {x.image, x.mask} & bad)
+        lost = f" ({failing} would be rejected)" if failing else ""
         lines.append(
-            f"split {split}: {count} samples in {len(shards)} shard(s), "
-            f"~{human_bytes(count * plan.record_bytes)}"
+            f"split {split}: {count} samples{lost} in {plural(len(shards), 'shard')}, "
+            f"~{human_bytes((count - failing) * plan.record_bytes)}"
         )
     names = plan.table.names if plan.table else None
     lines.append(
-        f"classes: {len(names)}: {', '.join(names)}"
+        f"classes: {len(names)}: {_few(names, _CLASSES_SHOWN)}"
         if names
         else "classes: counted from the masks while packing"
     )
     lines += [f"note:    {n}" for n in plan.notes]
-    lines += _rejections([{"path": r.path, "reason": r.reason} for r in s.rejected])
+    found = [*s.rejected, *(predicted or [])]
+    lines += _rejections(sorted(({"path": r.path, "reason": r.reason} for r in found), key=_key))
+    if predicted is not None:
+        lines.append(
+            "checked: file names, and each file's header and ends; only packing finds "
+            + DECODE_ONLY
+        )
     return "\n".join(lines)
+
+
+def _key(rejection: dict) -> tuple[str, str]:
+    return rejection["path"], rejection["reason"]
+
+
+def _few(names: list[str], limit: int) -> str:
+    more = f" ... and {len(names) - limit} more" if len(names) > limit else ""
+    return ", ".join(names[:limit]) + more
 
 
 def _rejections(rejected: list[dict]) -> list[str]:
@@ -66,20 +98,38 @@ def _rejections(rejected: list[dict]) -> list[str]:
     return lines
 
 
-def pack_summary(data: dict, out: Path) -> str:
+def pack_summary(data: dict, plan: PackPlan) -> str:
+    """What a `pack` did: nothing, left a stale pack alone, updated or packed."""
+    out = plan.out
+    if data.get("stale"):
+        return (
+            f"{out} is out of date: sources {data['changes']['text']} since it was packed; left "
+            "as it is (--no-update). Run without --no-update to pack the touched shards again."
+        )
     if data.get("up_to_date"):
         return f"{out} already holds this pack (same sources and options): nothing to do"
     counts = {name: split["count"] for name, split in data["splits"].items()}
     total = sum(counts.values())
     run = data["run"]
     rate = total / run["seconds"] if run["seconds"] else 0
-    lines = [
+    lines = []
+    if run.get("update"):
+        u = run["update"]
+        sources = u["changed"] or u["added"] or u["removed"] or u["unrecorded"]
+        why = f"sources {u['text']}" if sources else "shard files were missing or cut short"
+        lines.append(
+            f"updated: {why}; packed {plural(u['packed_shards'], 'shard')} again, "
+            f"kept {u['kept_shards']}"
+        )
+    lines.append(
         f"packed {total} samples ("
         + ", ".join(f"{k} {v}" for k, v in counts.items())
-        + f") in {run['seconds']:.1f} s ({rate:.0f} img/s, {run['workers']} workers)"
-    ]
+        + f") in {run['seconds']:.1f} s ({rate:.0f} img/s, {plural(run['workers'], 'worker')})"
+    )
     if run.get("resumed_shards"):
-        lines.append(f"resumed: {run['resumed_shards']} shard(s) were already finished")
+        lines.append(f"resumed: {plural(run['resumed_shards'], 'shard')} already finished")
+    if plan.size_rule:
+        lines.append(f"size: {plan.size_rule}")
     lines += _rejections(data["rejected"])
     if data["unknown_labels"]:
         pixels = sum(sum(u["values"].values()) for u in data["unknown_labels"])
@@ -88,6 +138,23 @@ def pack_summary(data: dict, out: Path) -> str:
             f"pixels set to ignore index {data['ignore_index']} (see 'packer info')"
         )
     lines.append(f"output: {out}")
+    return "\n".join(lines)
+
+
+def unfinished(path: str | Path, state: dict) -> str:
+    """`packer info` on a folder whose pack is not finished: how far it got, how to finish."""
+    splits = ", ".join(f"{name} {d} of {t}" for name, (d, t) in state["progress"].items())
+    command = state.get("command")
+    lines = [
+        f"{path}: unfinished {state.get('format', '')} pack, {state.get('task', '')}".rstrip(", "),
+        f"shards:   {state['done']} of {state['total']} done ({splits})",
+        f"source:   {state.get('source', {}).get('root')}",
+    ]
+    if command:
+        cwd = state.get("cwd")
+        lines.append(f"finish it with: {command}" + (f"   (in {cwd})" if cwd else ""))
+    else:
+        lines.append("finish it with the command that started it")
     return "\n".join(lines)
 
 
@@ -111,7 +178,7 @@ def summary(data: dict) -> dict:
         "stats": data["stats"],
         "source": data["source"],
         "rejected": len(data["rejected"]),
-        "unknown_labels": len(data["unknown_labels"]),
+        "unknown_labels": data["unknown_labels"],
         "backends": data["run"]["backends"],
     }
 
@@ -127,19 +194,11 @@ def info(dataset: PackedDataset) -> str:
     for name, s in data["splits"].items():
         size = sum(sh["bytes"] for sh in s["shards"])
         lines.append(
-            f"split {name}: {s['count']} samples, {len(s['shards'])} shard(s), {human_bytes(size)}"
+            f"split {name}: {s['count']} samples, {plural(len(s['shards']), 'shard')}, "
+            f"{human_bytes(size)}"
         )
+    lines += _class_lines(data)
     stats = data["stats"]
-    counts = stats.get("class_pixels") or stats.get("class_images") or {}
-    total = sum(counts.values()) or 1
-    unit = "pixels" if data["task"] == "segmentation" else "images"
-    lines.append(f"classes:  {len(data['classes'])} (from {data['class_source']}; share of {unit})")
-    for c in data["classes"]:
-        color = "" if c["color"] is None else " rgb(" + ",".join(map(str, c["color"])) + ")"
-        lines.append(
-            f"  {c['index']:>3} {c['name']:<20} {100 * counts.get(c['name'], 0) / total:6.2f}%"
-            f"{color}"
-        )
     lines.append(
         "mean/std: "
         + " ".join(f"{m:.1f}/{s:.1f}" for m, s in zip(stats["mean"], stats["std"], strict=True))
@@ -152,8 +211,38 @@ def info(dataset: PackedDataset) -> str:
     )
     lines.append("backends: " + ", ".join(f"{k} ({v})" for k, v in data["run"]["backends"].items()))
     lines += _rejections(data["rejected"])
-    for u in data["unknown_labels"][:_SHOWN]:
+    unknown = data["unknown_labels"]
+    for u in unknown[:_SHOWN]:
         lines.append(
             f"unknown:  {u['path']}: " + ", ".join(f"{k} x {v} px" for k, v in u["values"].items())
         )
+    if len(unknown) > _SHOWN:
+        lines.append(f"  ... and {len(unknown) - _SHOWN} more (info --json lists them all)")
     return "\n".join(lines)
+
+
+def _class_lines(data: dict) -> list[str]:
+    """Classes with their share of the pixels (or images), and the ignore index's share."""
+    stats = data["stats"]
+    segmentation = data["task"] == "segmentation"
+    counts = stats.get("class_pixels") or stats.get("class_images") or {}
+    other = stats.get("other_pixels") or stats.get("other_images") or {}
+    total = (sum(counts.values()) + sum(other.values())) or 1
+    unit = "pixels" if segmentation else "images"
+    classes = data["classes"]
+    lines = [f"classes:  {len(classes)} (from {data['class_source']}; share of {unit})"]
+    for c in classes[:_CLASSES_SHOWN]:
+        color = "" if c["color"] is None else " rgb(" + ",".join(map(str, c["color"])) + ")"
+        lines.append(
+            f"  {c['index']:>3} {c['name']:<20} {100 * counts.get(c['name'], 0) / total:6.2f}%"
+            f"{color}"
+        )
+    if len(classes) > _CLASSES_SHOWN:
+        lines.append(f"  ... and {len(classes) - _CLASSES_SHOWN} more (info --json lists them all)")
+    if segmentation:
+        ignored = other.get(str(data["ignore_index"]), 0)
+        lines.append(
+            f"  ignore index {data['ignore_index']}: {100 * ignored / total:.2f}% of pixels"
+            " (unknown mask values and padding; leave them out of the loss)"
+        )
+    return lines

@@ -17,6 +17,13 @@ Multi-worker training gives each input pipeline its share through `tf.distribute
             DIR, "train", ctx.get_per_replica_batch_size(64), seed=0, input_context=ctx
         )
     )
+
+or through explicit `rank`/`world_size` (other launchers), each rank with as many batches.
+
+Exact mid-epoch resume: random access takes `start=` (batches already consumed since epoch 0,
+e.g. the optimizer's step count, or a reading state from another packer reader with the same
+options) and yields exactly what the uninterrupted dataset would have yielded next. The
+streamed pipeline is tf.data's own: checkpoint its iterator with `tf.train.Checkpoint`.
 """
 
 from __future__ import annotations
@@ -56,8 +63,9 @@ class _Order:
     drop_remainder: bool
     deterministic: bool
     shuffle_buffer: int
-    pipelines: int  # input pipelines (tf.distribute), and this one's id
+    pipelines: int  # input pipelines (tf.distribute) or ranks, and this one's id
     pipeline: int
+    uneven: str  # as reading.Sampler: "pad", "drop" or "allow" (tf.distribute's way)
 
     def seed_for(self, stage: int) -> int | None:
         """A distinct seed per shuffling stage, None when unseeded."""
@@ -78,6 +86,10 @@ def dataset(
     shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER,
     input_context: tf.distribute.InputContext | None = None,
     stream: bool | None = None,
+    rank: int | None = None,
+    world_size: int | None = None,
+    uneven: str | None = None,
+    start: int | dict | None = None,
     cache_dir: str | os.PathLike | None = None,
 ) -> tf.data.Dataset:
     """Batches `(images, targets)` of one split of a pack (any format), prefetched.
@@ -103,11 +115,19 @@ def dataset(
         stream = fmt == "tfrecord"
     if stream and fmt != "tfrecord":
         raise ValueError(f"{path}: only tfrecord packs stream; this one is {fmt}")
-    pipelines, pipeline = (
-        (input_context.num_input_pipelines, input_context.input_pipeline_id)
-        if input_context is not None
-        else (1, 0)
-    )
+    if input_context is not None:
+        if rank is not None or world_size is not None:
+            raise ValueError("give input_context or rank/world_size, not both")
+        pipelines, pipeline = input_context.num_input_pipelines, input_context.input_pipeline_id
+    else:
+        pipelines, pipeline = world_size or 1, rank or 0
+    if uneven is None:
+        uneven = "pad" if world_size is not None else "allow"
+    if start is not None and stream:
+        raise ValueError(
+            "start= needs random access (stream=False on uncompressed tfrecord); a streamed "
+            "pipeline resumes exactly from its iterator saved with tf.train.Checkpoint"
+        )
     order = _Order(
         batch_size,
         shuffle,
@@ -118,8 +138,11 @@ def dataset(
         shuffle_buffer,
         pipelines,
         pipeline,
+        uneven,
     )
-    batches, decode = _records(part, order) if stream else _indices(path, split, order, cache_dir)
+    batches, decode = (
+        _records(part, order) if stream else _indices(path, split, order, start, cache_dir)
+    )
     transform = BatchTransform(part.dataset.manifest, normalize, one_hot)
     batches = batches.map(
         lambda batch: transform.tf_apply(decode(batch)),
@@ -154,12 +177,16 @@ def _records(part: Split, order: _Order) -> tuple[tf.data.Dataset, Decoder]:
         # Fewer files than pipelines: every pipeline reads all in one order, keeps its share.
         deterministic=order.deterministic or not by_file,
     )
-    count = sum(s["count"] for s in shards)
+    counts = _pipeline_counts(part.shards, order.pipelines, by_file)
     if not by_file:
         records = records.shard(order.pipelines, order.pipeline)
-        count = len(range(order.pipeline, count, order.pipelines))
     # A known length (Keras shows progress and steps; a file with other counts is an error).
+    count = counts[order.pipeline]
     records = records.apply(tf.data.experimental.assert_cardinality(count))
+    if order.uneven == "pad" and count < max(counts):  # repeat a few of its own records
+        records = records.repeat().take(max(counts))
+    elif order.uneven == "drop" and count > min(counts):
+        records = records.take(min(counts))
     if order.shuffle:
         records = records.shuffle(order.shuffle_buffer, seed=order.seed_for(1))
     if order.repeat:
@@ -168,11 +195,22 @@ def _records(part: Split, order: _Order) -> tuple[tf.data.Dataset, Decoder]:
     return batches, tfrecord.example_decoder(part.dataset.fields)
 
 
-def _indices(path, split: str, order: _Order, cache_dir=None) -> tuple[tf.data.Dataset, Decoder]:
+def _pipeline_counts(shards: list[dict], pipelines: int, by_file: bool) -> list[int]:
+    """Records each pipeline streams: its files' (by file), or every pipelines-th record."""
+    if by_file:
+        return [sum(s["count"] for s in shards[p::pipelines]) for p in range(pipelines)]
+    total = sum(s["count"] for s in shards)
+    return [len(range(p, total, pipelines)) for p in range(pipelines)]
+
+
+def _indices(
+    path, split: str, order: _Order, start: int | dict | None, cache_dir=None
+) -> tuple[tf.data.Dataset, Decoder]:
     """(epoch, batch) numbers, and a decoder reading each batch through a `reading.Loader`.
 
     A seeded Loader draws each epoch's order, so the same seed gives the same batches as
-    PackedSequence; each new pass over the dataset (a Keras epoch) takes the next epoch.
+    PackedSequence; each new pass over the dataset (a Keras epoch) takes the next epoch,
+    the first one from the `start` position.
     """
     loader = Loader(
         path,
@@ -184,25 +222,36 @@ def _indices(path, split: str, order: _Order, cache_dir=None) -> tuple[tf.data.D
         seed=order.seed if order.seed is not None or order.pipelines > 1 else secrets.randbits(32),
         rank=order.pipeline,
         world_size=order.pipelines,
-        uneven="allow",  # as tf.data's shard(): tf.distribute takes the last partial batches
+        uneven=order.uneven,
         cache_dir=cache_dir,
     )
+    _resume(loader, start, order.seed)
     fields = loader.dataset.fields
     loader.split.reader  # noqa: B018 - opened here, once, rather than by concurrent calls
     batches_per_epoch = len(loader)
+    first = loader.epoch * batches_per_epoch + loader.start
     if order.repeat:  # step g is batch g % n of epoch g // n, endlessly
-        batches = tf.data.Dataset.counter().map(
+        batches = tf.data.Dataset.counter(first).map(
             lambda g: tf.stack([g // batches_per_epoch, g % batches_per_epoch])
         )
     else:  # each pass over the dataset (a Keras epoch) takes the next epoch
-        epochs = itertools.count()
+        passes = itertools.chain(
+            [(loader.epoch, loader.start)], ((e, 0) for e in itertools.count(loader.epoch + 1))
+        )
+
+        def next_pass() -> np.ndarray:
+            return np.array(next(passes), np.int64)
+
         epoch = tf.data.Dataset.from_tensors(np.int64(0)).map(
-            lambda _: tf.numpy_function(lambda: np.int64(next(epochs)), [], tf.int64)
+            lambda _: tf.ensure_shape(tf.numpy_function(next_pass, [], tf.int64), [2])
         )
         batches = epoch.flat_map(
-            lambda e: tf.data.Dataset.range(batches_per_epoch).map(lambda i: tf.stack([e, i]))
+            lambda p: tf.data.Dataset.range(p[1], batches_per_epoch).map(
+                lambda i: tf.stack([p[0], i])
+            )
         )
-        batches = batches.apply(tf.data.experimental.assert_cardinality(batches_per_epoch))
+        if not loader.start:  # a resumed first pass is shorter than the others
+            batches = batches.apply(tf.data.experimental.assert_cardinality(batches_per_epoch))
 
     def read(pair: np.ndarray) -> list[np.ndarray]:
         arrays = loader.read(int(pair[1]), epoch=int(pair[0]))  # ascending index order
@@ -217,6 +266,18 @@ def _indices(path, split: str, order: _Order, cache_dir=None) -> tuple[tf.data.D
         }
 
     return batches, decode
+
+
+def _resume(loader: Loader, start: int | dict | None, seed: int | None) -> None:
+    """Put `loader` at `start`: batches done since epoch 0, or a reader state dict."""
+    if isinstance(start, dict):
+        loader.load_state_dict(start)
+    elif start:
+        if seed is None:
+            raise ValueError("start= needs the seed the interrupted dataset had (seed=...)")
+        if start < 0 or not len(loader):
+            raise ValueError(f"start must be a batch count >= 0, got {start}")
+        loader.epoch, loader.start = divmod(int(start), len(loader))
 
 
 def _tf_dtype(field: Field) -> tf.DType:

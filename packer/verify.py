@@ -1,19 +1,27 @@
-"""`packer verify`: re-hash every file the manifest lists and report what differs."""
+"""`packer verify`: re-hash every file the manifest lists and report what differs; with
+`sources`, re-hash the source files too against the states the shard receipts recorded."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from tqdm import tqdm
 
 from . import manifest, storage
+from .errors import ManifestError
+from .packing import freshness, receipts
 
 
-def verify(root: str | os.PathLike, progress: bool = False) -> list[str]:
-    """Problems found (missing, wrong size, wrong hash), each naming the file; empty if intact."""
+def verify(root: str | os.PathLike, progress: bool = False, sources: bool = False) -> list[str]:
+    """Problems found (missing, wrong size, wrong hash), each naming the file; empty if intact.
+
+    `sources`: also whether every source file is still the one packed (same SHA-256).
+    """
     root = storage.as_path(root)
     data = manifest.read(root)
-    files = [f for split in data["splits"].values() for s in split["shards"] for f in s["files"]]
+    shards = [s for split in data["splits"].values() for s in split["shards"]]
+    files = [f for s in shards for f in (*s["files"], *([s["receipt"]] if "receipt" in s else []))]
     problems = []
     for f in tqdm(files, desc="verifying", unit="file", disable=not progress):
         path = root / f["path"]
@@ -27,4 +35,28 @@ def verify(root: str | os.PathLike, progress: bool = False) -> list[str]:
             problems.append(
                 f"{path}: sha256 {digest[:16]}..., the manifest says {f['sha256'][:16]}..."
             )
+    if sources and not problems:
+        problems += _check_sources(root, data)
     return problems
+
+
+def _check_sources(root: Path, data: dict) -> list[str]:
+    """Sources that changed or vanished since they were packed, by their recorded hashes."""
+    loaded = [
+        receipts.load(root, split, shard["name"])
+        for split, part in data["splits"].items()
+        for shard in part["shards"]
+    ]
+    recorded = receipts.recorded_sources([r for r in loaded if r is not None])
+    if recorded is None or None in loaded:
+        raise ManifestError(
+            f"{root}: this pack records no source states (made by an older packer); pack it "
+            "again to be able to check its sources"
+        )
+    source_root = storage.as_path(data["source"]["root"])
+    changes = freshness.check(source_root, recorded, rehash=True)
+    return [
+        f"{source_root / rel}: "
+        + ("missing now" if storage.stat(source_root / rel) is None else "changed since packed")
+        for rel in changes.changed
+    ]

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import pickle
+import subprocess
+import sys
+from pathlib import Path
 
 import keras
 import numpy as np
@@ -174,3 +178,50 @@ def test_windowed_shuffle_reads_shards_in_sequential_runs(seg_pack):
     assert not np.array_equal(orders[0], orders[1])
     with pytest.raises(ValueError, match="shuffle"):
         PackedSequence(seg_pack, shuffle="sometimes")
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+@pytest.mark.parametrize("shuffle", ["global", "windows"])
+def test_ranks_get_disjoint_parts_with_equal_batch_counts(seg_pack, world_size, shuffle):
+    expected = all_samples(seg_pack)  # 14 samples
+    for uneven in ("pad", "drop"):
+        parts = []
+        for rank in range(world_size):
+            options = {"rank": rank, "world_size": world_size, "uneven": uneven}
+            seq = PackedSequence(
+                seg_pack, "train", 2, shuffle=shuffle, seed=4, shuffle_window=3, **options
+            )
+            parts.append([f for i in range(len(seq)) for f in fingerprints(seq[i][0])])
+        assert len({len(p) for p in parts}) == 1  # same batch counts on every rank
+        union = [f for p in parts for f in p]
+        if uneven == "pad":  # the whole split, a few samples twice
+            assert sorted(set(union)) == sorted(set(expected))
+            assert len(union) == -(-14 // world_size) * world_size
+        else:  # disjoint, the few that do not divide left out
+            assert len(set(union)) == len(union) == 14 - 14 % world_size
+
+
+KERAS_TORCH = """
+import numpy as np, keras, sys
+from packer.keras import PackedSequence
+assert keras.backend.backend() == "torch" and "tensorflow" not in sys.modules
+seq = PackedSequence(sys.argv[1], batch_size=8, normalize="unit", seed=0)
+model = keras.Sequential([keras.Input((24, 24, 3)), keras.layers.Conv2D(4, 3, activation="relu"),
+                          keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(3)])
+model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+before = [w.copy() for w in model.get_weights()]
+history = model.fit(seq, epochs=2, verbose=0)
+assert np.isfinite(history.history["loss"]).all(), history.history
+assert any(not np.array_equal(a, b) for a, b in zip(before, model.get_weights()))
+print("trained", history.history["loss"])
+"""
+
+
+def test_keras_with_the_torch_backend_trains_from_packed_sequence(cls_pack):
+    env = os.environ | {"KERAS_BACKEND": "torch", "PYTHONPATH": str(Path(__file__).parents[1])}
+    done = subprocess.run(
+        [sys.executable, "-c", KERAS_TORCH, str(cls_pack)],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "trained" in done.stdout

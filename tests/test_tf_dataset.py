@@ -173,3 +173,34 @@ def test_keras_trains_a_classifier_for_an_epoch(cls):
     history = model.fit(batches, epochs=1, verbose=0, shuffle=False)
     assert np.isfinite(history.history["loss"][0])
     assert any(not np.array_equal(a, b) for a, b in zip(before, model.get_weights(), strict=True))
+
+
+@pytest.mark.parametrize("fmt,stream", READS)
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_explicit_ranks_get_equal_batch_counts(seg, fmt, stream, world_size):
+    expected = keys(everything(seg["npy"])["images"])  # 14 samples in shards of 5, 5, 4
+    for uneven in ("pad", "drop"):
+        parts = []
+        for rank in range(world_size):
+            batches = packer.tf.dataset(
+                seg[fmt], batch_size=2, seed=3, stream=stream, rank=rank,
+                world_size=world_size, uneven=uneven,
+            )  # fmt: skip
+            parts.append(keys(collect(batches)[0]))
+            assert batches.cardinality() == -(-len(parts[-1]) // 2)
+        assert len({len(p) for p in parts}) == 1  # as many batches on every rank
+        union = [k for p in parts for k in p]
+        if uneven == "pad":  # every sample; a rank repeats a few of its own
+            assert sorted(set(union)) == sorted(expected)
+        else:  # disjoint
+            assert len(set(union)) == len(union) and set(union) <= set(expected)
+    with pytest.raises(ValueError, match="not both"):
+        context = tf.distribute.InputContext(2, 0, 2)
+        packer.tf.dataset(seg[fmt], input_context=context, rank=0, world_size=2)
+
+
+def test_random_access_resumes_at_a_step_count(seg):
+    endless = packer.tf.dataset(seg["npy"], batch_size=3, seed=2, repeat=True)
+    full = [keys(x.numpy()) for x, _ in endless.take(9)]
+    resumed = packer.tf.dataset(seg["npy"], batch_size=3, seed=2, repeat=True, start=6)
+    assert [keys(x.numpy()) for x, _ in resumed.take(3)] == full[6:]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import gzip
 import mmap
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -167,6 +167,58 @@ def example_decoder(fields: Sequence[Field]) -> Callable[[tf.Tensor], dict[str, 
         return out
 
     return decode
+
+
+# --- streaming (any compression) ----------------------------------------------------------------
+
+
+def random_access(options: dict) -> bool:
+    """Whether shards can be read by record index: uncompressed ones only (gzip is a stream)."""
+    return options["compression"] == "none"
+
+
+def stream_shard(
+    root: Path, split: str, shard: dict, fields: Sequence[Field], options: dict
+) -> Iterator[dict[str, np.ndarray]]:
+    """A shard's records in file order, each a dict field name -> array, CRCs checked:
+    what reads a gzip-compressed shard (or any shard start to end) without TensorFlow."""
+    path = root / split / file_name(shard["name"], options)
+    opener = gzip.open if options["compression"] == "gzip" else open
+    specs = [(f.name, np.dtype(f.dtype), f.shape, f.nbytes) for f in fields]
+    count = 0
+    with opener(path, "rb") as f:
+        while head := f.read(HEAD_BYTES):
+            if len(head) < HEAD_BYTES or masked_crc(head[:8]) != CRC.unpack_from(head, 8)[0]:
+                raise OSError(f"{path}: record {count}: damaged record header")
+            length = int.from_bytes(head[:8], "little")
+            data = f.read(length)
+            foot = f.read(FOOT_BYTES)
+            if len(data) < length or len(foot) < FOOT_BYTES:
+                raise OSError(f"{path}: record {count} is truncated")
+            if masked_crc(data) != CRC.unpack(foot)[0]:
+                raise OSError(f"{path}: record {count} is corrupted (data CRC mismatch)")
+            yield _record(data, specs, path, count)
+            count += 1
+    if count != shard["count"]:
+        raise OSError(f"{path}: holds {count} records, the manifest says {shard['count']}")
+
+
+def _record(data: bytes, specs: list, path: Path, index: int) -> dict[str, np.ndarray]:
+    """The fields of one serialized Example."""
+    try:
+        example = decode_example(data, 0, len(data))
+    except (ValueError, IndexError) as exc:
+        raise OSError(f"{path}: record {index}: {exc}") from exc
+    out = {}
+    for name, dtype, shape, nbytes in specs:
+        kind, begin, end = example[FEATURES[name]]
+        if kind == 3:
+            out[name] = np.asarray(int64_values(data, begin, end)[0], dtype)
+        elif end - begin != nbytes:
+            raise OSError(f"{path}: record {index}: {FEATURES[name]} holds {end - begin} bytes")
+        else:
+            out[name] = np.frombuffer(data, dtype, nbytes // dtype.itemsize, begin).reshape(shape)
+    return out
 
 
 # --- random access -------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ files inside the worker and never through a pipe. This module must not import Te
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from ..labels import ClassTable, LabelMapper
 from ..schema import Field
 from ..sources import Sample
 from . import prefetch, scratch, stats, workdir
+from .preflight import mask_size_mismatch
 from .tasks import ChunkResult, ChunkTask, ShardTask
 
 
@@ -84,12 +86,14 @@ class Converter:
             part_dir, task, config.fields, config.format_options
         )
         read = prefetch.Fetcher(  # sources at a URL: the next files requested ahead
-            config.root, [p for s in task.samples for p in (s.image, s.mask) if p], read_source
+            config.root,
+            [p for s in task.samples for p in (s.image, s.mask) if p],
+            storage.read_with_stat,
         )
         try:
             for sample in task.samples:
                 try:
-                    record, backend, unknown = self._make_record(sample, read)
+                    record, backend, unknown = self._make_record(sample, result.sources, read)
                 except SampleError as exc:
                     result.rejected.append({"path": exc.path, "reason": exc.reason})
                     continue
@@ -147,39 +151,38 @@ class Converter:
             **stats.merge([c.stats for c in results]),
             "rejected": [r for c in results for r in c.rejected],
             "unknown": [u for c in results for u in c.unknown],
+            "sources": dict(sorted((k, v) for c in results for k, v in c.sources.items())),
         }
-        storage.make_dirs(workdir.receipts_dir(target))
-        storage.write_atomic(
-            workdir.receipts_dir(target) / f"{task.shard}.json",
-            target,
-            b"",
-            [json.dumps(receipt).encode()],
+        text = json.dumps(receipt, ensure_ascii=False).encode()
+        info = storage.write_atomic(  # last, and into OUT itself (a URL: one upload)
+            workdir.receipt_path(target, task.split, task.shard), target, b"", [text]
         )
-        return receipt
+        return {**receipt, "receipt_file": info.to_json()}
 
     def pack_shard(self, task: ShardTask) -> tuple[dict, list[ChunkResult]]:
         """Write every chunk of a shard, then finalise it: one task, one worker."""
         results = [self.pack_chunk(chunk) for chunk in task.chunks]
         return self.finalize_shard(task, results), results
 
-    def _make_record(self, sample: Sample, read=None) -> tuple[dict[str, np.ndarray], str, dict]:
-        """One sample's arrays: the transformed image and its label or its mapped, aligned mask."""
+    def _make_record(
+        self, sample: Sample, states: dict, read=storage.read_with_stat
+    ) -> tuple[dict[str, np.ndarray], str, dict]:
+        """One sample's arrays: the transformed image and its label or its mapped, aligned mask.
+        The states of the source files read go into `states`."""
         config = self.config
         try:
-            data = (read or read_source)(os.path.join(config.root, sample.image))
+            data = self._read(sample.image, states, read)
             image = decode_image(data, config.geometry, max_pixels=config.max_pixels)
         except (ImageError, OSError) as exc:
             raise SampleError(sample.image, str(exc)) from exc
         if sample.mask is None:
             return {"images": image.pixels, "labels": np.int32(sample.label)}, image.backend, {}
         try:
-            data = (read or read_source)(os.path.join(config.root, sample.mask))
+            data = self._read(sample.mask, states, read)
             mask = decode_mask(data, max_pixels=config.max_pixels)
-            if mask.size != image.source_size:
-                raise LabelError(
-                    f"mask is {mask.size[0]}x{mask.size[1]} pixels but its image {sample.image} "
-                    f"is {image.source_size[0]}x{image.source_size[1]}"
-                )
+            mismatch = mask_size_mismatch(mask.size, image.source_size, sample.image)
+            if mismatch:
+                raise LabelError(mismatch)
             # Map at source resolution so that every unknown value is reported, even outside
             # the crop.
             mapped = self.mapper.map(mask.values, mask.kind, mask.palette)  # type: ignore[union-attr]
@@ -188,6 +191,20 @@ class Converter:
         resampled = resample_mask(mapped.ids, image.placement)
         ids = pad_to_canvas(resampled, image.placement, config.ignore_index)
         return {"images": image.pixels, "masks": ids}, image.backend, mapped.unknown
+
+    def _read(self, rel: str, states: dict, read=storage.read_with_stat) -> bytes:
+        """A source's bytes; its size, modification time and SHA-256 go into the chunk's
+        source states (size and time alone when it cannot be read), for later staleness
+        checks."""
+        path = os.path.join(self.config.root, rel)
+        try:
+            data, size, mtime_ns = read(path)
+        except OSError as exc:
+            found = storage.stat(path) if not isinstance(exc, FileNotFoundError) else None
+            states[rel] = None if found is None else [*found, None]
+            raise ImageError(f"cannot read file: {exc.strerror or exc}") from exc
+        states[rel] = [size, mtime_ns, hashlib.sha256(data).hexdigest()]
+        return data
 
 
 def read_source(path: str) -> bytes:

@@ -7,21 +7,27 @@ which is what makes shards byte-identical however and wherever they are written.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
+import inspect
 import json
 import os
 import random
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from .. import formats, storage
-from ..errors import PackError
-from ..imaging import DEFAULT_MAX_PIXELS, Geometry, decode_image
+from ..errors import PackError, SourceError
+from ..flags import flag, on_command_line
+from ..imaging import DEFAULT_MAX_PIXELS, Geometry
 from ..labels import ClassTable, find_class_table, mask_dtype, read_class_table
 from ..schema import fields_for, record_bytes
 from ..sources import Sample, SourceScan, scan
-from .convert import PackConfig, read_source
+from .convert import PackConfig
+from .preflight import default_size
 from .tasks import ChunkTask, ShardTask
 
 DEFAULT_SHARD_BYTES = 256 * 1000 * 1000
@@ -31,6 +37,12 @@ MAX_CHUNK_SAMPLES = 256
 # or statistics, so that a pack is never resumed across that change (2: channel statistics
 # sample ~32 centred rows per image).
 CONVERTER_REVISION = 2
+# What `packer.pack` takes besides make_plan's own arguments: how the plan is run.
+RUN_OPTIONS = ("workers", "engine", "overwrite", "progress", "strict", "max_rejects", "update")
+RUN_OPTIONS += ("force", "command")
+# Format options that only make sense with another option's value: name -> (option, values);
+# an error on the command line, a warning from Python.
+ONLY_WITH = {"quality": ("encoding", ("jpeg",))}
 
 
 @dataclass(frozen=True)
@@ -59,17 +71,55 @@ class PackPlan:
     options: dict
     fingerprint: str
     notes: list[str] = field(default_factory=list)
+    size_rule: str | None = None  # how the size was chosen when none was given
 
     @property
     def record_bytes(self) -> int:
         return record_bytes(self.config.fields)
 
+    @cached_property
+    def options_fingerprint(self) -> str:
+        """What every shard's bytes depend on besides its samples: options, converter revision."""
+        return options_fingerprint(self.options)
+
+    @cached_property
+    def shard_fingerprints(self) -> dict[str, str]:
+        """Shard name -> SHA-256 of the options fingerprint, the name and the shard's samples:
+        a finished shard with the same fingerprint (and unchanged sources) is this shard."""
+        found = {}
+        for shards in self.shards.values():
+            for s in shards:
+                digest = hashlib.sha256(f"{self.options_fingerprint}\n{s.name}\n".encode())
+                for sample in s.samples:
+                    digest.update(_sample_line(sample))
+                found[s.name] = digest.hexdigest()
+        return found
+
+    @property
+    def all_shards(self) -> list[ShardPlan]:
+        return [s for shards in self.shards.values() for s in shards]
+
+    def sources(self) -> set[str]:
+        """Every source file the plan reads (images and masks), relative to the source root."""
+        return {p for s in self.scan.samples for p in (s.image, s.mask) if p is not None}
+
+    def planned_bytes(self, skip: set[str] | frozenset[str] = frozenset()) -> int:
+        """Bytes the shards not in `skip` will take, uncompressed (an upper bound for
+        compressed formats)."""
+        return sum(
+            len(s.samples) * self.record_bytes for s in self.all_shards if s.name not in skip
+        )
+
     def shard_tasks(self, skip: set[str] | frozenset[str] = frozenset()) -> list[ShardTask]:
         """The shards to write (all but those named in `skip`), each cut into chunk tasks."""
         return [
-            ShardTask(s.name, s.split, self.fingerprint, tuple(chunk_tasks(s, self.record_bytes)))
-            for shards in self.shards.values()
-            for s in shards
+            ShardTask(
+                s.name,
+                s.split,
+                self.shard_fingerprints[s.name],
+                tuple(chunk_tasks(s, self.record_bytes)),
+            )
+            for s in self.all_shards
             if s.name not in skip
         ]
 
@@ -112,7 +162,7 @@ def chunk_tasks(shard: ShardPlan, record_bytes: int) -> list[ChunkTask]:
 
 def default_out(src: str | os.PathLike, fmt: str) -> Path:
     """`<SRC>-<format>` beside SRC (a list file's name without its extension)."""
-    src_path = storage.as_path(src).resolve()
+    src_path = storage.as_path(src).expanduser().resolve()
     stem = src_path.stem if storage.is_file(src_path) else src_path.name
     return src_path.parent / f"{stem}-{fmt}"
 
@@ -136,30 +186,48 @@ def make_plan(
     ignore_index: int | None = None,
     unknown_colors: str = "ignore",
     max_pixels: int = DEFAULT_MAX_PIXELS,
+    root: str | os.PathLike | None = None,
     **format_options,
 ) -> PackPlan:
     """Scan the source and decide shapes, classes, shards and the output folder.
 
-    `format_options` are the chosen format's own options (see its module's OPTIONS).
+    `format_options` are the chosen format's own options (see its module's OPTIONS); any other
+    keyword is refused, with the nearest known name. `root` is the folder the relative paths
+    of a .lst/.csv list start from (default: the list's folder).
     """
     fmt_options = _format_options(format, format_options)
     if shard_size <= 0:
-        raise PackError("--shard-size must be a positive number of bytes")
-    found = scan(src, layout=layout, masks=masks, mask_suffix=mask_suffix, split=split)
+        raise PackError(f"{flag('shard_size', shard_size)}: must be a positive number of bytes")
+    for path in (src, out):
+        if path is not None:
+            storage.backend(path)  # a clear error for remote paths no backend handles
+    output_size = _given_size(size)
+    out_path = storage.as_path(out).expanduser() if out is not None else default_out(src, format)
+    found = scan(
+        src,
+        layout=layout,
+        masks=masks,
+        mask_suffix=mask_suffix,
+        split=split,
+        exclude=[out_path],
+        root=root,
+    )
     notes = list(found.notes)
-    table = _class_table(found, classes, notes)
+    table = _class_table(found, classes, layout, notes)
     if ignore_index is None:
         ignore_index = 255 if table is None or len(table) <= 255 else 65535
     if found.task == "segmentation" and not 0 <= ignore_index <= 65535:
-        raise PackError(f"--ignore-index {ignore_index} must be within 0..65535")
+        raise PackError(f"{flag('ignore_index', ignore_index)} must be within 0..65535")
     if table is not None and found.task == "segmentation" and ignore_index < len(table):
         raise PackError(
-            f"--ignore-index {ignore_index} is a class id ({table.names[ignore_index]!r}); "
-            f"choose a value of at least {len(table)}"
+            f"{flag('ignore_index', ignore_index)} is a class id "
+            f"({table.names[ignore_index]!r}); choose a value of at least {len(table)}"
         )
-    geometry = Geometry(_output_size(found, size, notes), resize, interpolation, pad_value)
+    size_rule = None
+    if output_size is None:
+        output_size, size_rule = default_size(found.root, found.samples, max_pixels)
+    geometry = Geometry(output_size, resize, interpolation, pad_value)
     fields = fields_for(found.task, geometry.size, mask_dtype(table and len(table), ignore_index))
-    out_path = storage.as_path(out) if out is not None else default_out(src, format)
     options = {
         "format": format,
         "size": list(geometry.size),
@@ -176,6 +244,7 @@ def make_plan(
         "ignore_index": ignore_index,
         "unknown_colors": unknown_colors,
         "max_pixels": max_pixels,
+        **({"root": str(root)} if root is not None else {}),  # only when given: old packs match
         **fmt_options,
     }
     config = PackConfig(
@@ -192,30 +261,64 @@ def make_plan(
         format_options=fmt_options,
     )
     shards = plan_shards(found.samples, seed, record_bytes(fields), shard_size)
-    return PackPlan(
-        found, out_path, table, config, shards, options, _fingerprint(options, found), notes
-    )
+    fingerprint = _fingerprint(options, found)
+    return PackPlan(found, out_path, table, config, shards, options, fingerprint, notes, size_rule)
+
+
+def check_keywords(given: Iterable[str]) -> None:
+    """Refuse keywords that neither make_plan, a format nor the run takes, with the nearest
+    known names, so a typo never passes silently as a format option."""
+    known = [p for p in inspect.signature(make_plan).parameters if p != "format_options"]
+    known += list(RUN_OPTIONS) + [spec.name for spec, _ in formats.all_options()]
+    for name in given:
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f"; did you mean {' or '.join(close)}?" if close else ""
+            raise PackError(f"unknown option {name}{hint}")
+
+
+def _given_size(size) -> tuple[int, int] | None:
+    """`size` as (W, H) (one number: a square), checked; None when not given."""
+    if size is None:
+        return None
+    pair = (size, size) if isinstance(size, int) else tuple(size)
+    if len(pair) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in pair):
+        raise PackError(f"{flag('size', size)}: expected (width, height) or one number")
+    if min(pair) <= 0:
+        raise PackError(f"{flag('size', size)}: width and height must be positive")
+    return pair[0], pair[1]
 
 
 def _format_options(name: str, given: dict) -> dict:
     """The format's options with defaults filled in; unknown or impossible ones are errors."""
+    check_keywords(given)
     try:
         fmt = formats.get(name)
     except ValueError as exc:
         raise PackError(str(exc)) from None
     unknown = sorted(set(given) - set(fmt.OPTIONS))
     if unknown:
-        raise PackError(f"option(s) {', '.join(unknown)} do not apply to --format {name}")
+        names = ", ".join(flag(n) for n in unknown)
+        raise PackError(f"option(s) {names} do not apply to {flag('format', name)}")
     options = {**fmt.OPTIONS, **given}
+    for option, (needs, values) in ONLY_WITH.items():
+        if option in given and options.get(needs) not in values:
+            text = (
+                f"{flag(option)} applies only with {flag(needs, values[0])}, not "
+                f"{flag(needs, options.get(needs))}"
+            )
+            if on_command_line():
+                raise PackError(text)
+            warnings.warn(f"{text}: it is ignored", stacklevel=3)
     try:
         fmt.check_options(options)
     except ValueError as exc:
-        raise PackError(f"--format {name}: {exc}") from None
+        raise PackError(f"{flag('format', name)}: {exc}") from None
     return options
 
 
-def _class_table(found: SourceScan, classes, notes: list[str]) -> ClassTable | None:
-    """The class table: --classes, else a file in the source root, else folder/list names."""
+def _class_table(found: SourceScan, classes, layout: str, notes: list[str]) -> ClassTable | None:
+    """The class table: `classes`, else a file in the source root, else folder/list names."""
     path = storage.as_path(classes) if classes is not None else find_class_table(found.root)
     if path is not None:
         table = read_class_table(path)
@@ -224,6 +327,14 @@ def _class_table(found: SourceScan, classes, notes: list[str]) -> ClassTable | N
             raise PackError(
                 f"{path} lists {len(table)} classes, the source has "
                 f"{len(found.class_names)}: {', '.join(found.class_names)}"
+            )
+        if found.task == "classification" and table.has_colors and layout == "auto":
+            raise SourceError(
+                f"{path.name} is a colour table for segmentation masks, but {found.root} has "
+                f"no image/mask folder pairs, only class folders "
+                f"({', '.join(found.class_names or [])}): if those hold masks, their images "
+                f"are missing. To pack them as classes anyway, pass "
+                f"{flag('layout', 'class-folders')}"
             )
         return table
     if found.class_names is not None:
@@ -235,16 +346,16 @@ def _class_table(found: SourceScan, classes, notes: list[str]) -> ClassTable | N
     return None
 
 
-def _output_size(found: SourceScan, size, notes: list[str]) -> tuple[int, int]:
-    """--size as (W, H); without it, the size of the first image (others are resized to it)."""
-    if isinstance(size, int):
-        return (size, size)
-    if size is not None:
-        return (int(size[0]), int(size[1]))
-    first = found.samples[0].image
-    width, height = decode_image(read_source(str(found.root / first)), None).source_size
-    notes.append(f"no --size given: using {width}x{height}, the size of {first}")
-    return (width, height)
+def options_fingerprint(options: dict) -> str:
+    """SHA-256 of the options and the converter revision: what a pack's bytes depend on
+    besides its samples."""
+    digest = hashlib.sha256(json.dumps(options, sort_keys=True).encode())
+    digest.update(f"converter {CONVERTER_REVISION}\n".encode())
+    return digest.hexdigest()
+
+
+def _sample_line(s: Sample) -> bytes:
+    return f"{s.split}\0{s.image}\0{s.mask}\0{s.label}\n".encode()
 
 
 def _fingerprint(options: dict, found: SourceScan) -> str:
@@ -253,5 +364,5 @@ def _fingerprint(options: dict, found: SourceScan) -> str:
     digest = hashlib.sha256(json.dumps(options, sort_keys=True).encode())
     digest.update(f"converter {CONVERTER_REVISION}\n".encode())
     for s in found.samples:
-        digest.update(f"{s.split}\0{s.image}\0{s.mask}\0{s.label}\n".encode())
+        digest.update(_sample_line(s))
     return digest.hexdigest()

@@ -1,9 +1,11 @@
-"""A pack's session with its output folder: one writer at a time, resume or refuse, commit.
+"""A pack's session with its output folder: one writer at a time, resume, update or refuse,
+commit.
 
-A folder with `dataset.json` holds a finished pack. A folder with `.partial/plan.json` holds
-an unfinished one: its finished shards have receipts in `.partial/shards/`, and re-running
-the same pack (same fingerprint) resumes from them. Anything else is not ours to overwrite.
-The manifest is written last; then the work folder goes.
+A folder with `dataset.json` holds a finished pack; one with `.partial/plan.json` an
+unfinished one, whose finished shards have receipts beside their files. `update.decide` says
+what a run does with what is there; this module does it under the folder's lock: pack the
+shards not kept, write the manifest last, then remove what the manifest no longer lists and
+the work folder. A refused or up-to-date run leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -12,19 +14,26 @@ import errno
 import json
 import os
 import time
+import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 from .. import __version__, engines, manifest, storage
-from ..errors import LockHeldError, PackError
+from ..errors import LockHeldError, PackError, StorageError
+from ..flags import flag
 from ..imaging import backend_versions
 from ..labels import ClassTable
 from ..storage.local import TMP_PREFIX
-from . import schedule, scratch, workdir
+from . import plan as planning
+from . import receipts, schedule, scratch, update, workdir
 from .convert import Converter
 from .plan import PackPlan
 from .tasks import ChunkResult
+from .update import Decision
 
 OUT_OF_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+REFUSE_ABOVE_FREE = 2.0  # refuse (unless forced) when a pack needs this many times the free space
+SHARD_NAME_MARK = "-of-"  # in the name of every file a pack writes beside its shards
 
 
 def execute(
@@ -35,16 +44,23 @@ def execute(
     strict: bool = False,
     max_rejects: int | None = None,
     engine: str | engines.Engine = "local",
+    *,
     engine_options: dict | None = None,
+    update: bool = True,
     force: bool = False,
+    command: str | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> dict:
-    """Run a plan: lock and prepare OUT, pack the missing shards, write the manifest.
+    """Run a plan: lock OUT, pack the shards not already there, write the manifest.
 
     `strict` stops at the first rejected input, `max_rejects` once more than that many are
     rejected. Whatever stops a pack (those limits, a full disk, Ctrl-C) leaves the finished
-    shards in place and no temporary files, so the same command resumes it. `engine` is a
-    name (with `engine_options` for its constructor) or an Engine; `force` breaks a stale lock
-    (a remote OUT's lock object whose holder stopped renewing it).
+    shards in place and no temporary files, so the same command resumes it. A finished pack
+    whose sources changed is updated (only its stale shards packed again) unless `update` is
+    False. `force` packs even when the output clearly will not fit, and breaks a stale lock
+    (a remote OUT's lock object whose holder stopped renewing it); `command` is how the run
+    was asked for (quoted if an unfinished pack has to be finished); `warn` receives warnings.
+    `engine` is a name (with `engine_options` for its constructor) or an Engine.
     """
     if not plan.scan.samples:
         raise PackError(f"{plan.scan.root}: nothing to pack")
@@ -58,58 +74,199 @@ def execute(
     rejected = [{"path": r.path, "reason": r.reason} for r in plan.scan.rejected]
     _check_rejects(rejected, limit)
     out = plan.out
-    storage.make_dirs(out)
+    created = not storage.exists(out)
+    job = _Job(plan, runner, progress, rejected, limit, warn or _warn)
     try:
-        lock = storage.lock(workdir.lock_path(out), f"pid {os.getpid()}", force)
+        storage.make_dirs(out)
+        lock = storage.lock(workdir.lock_path(out), f"pid {os.getpid()}", remove=True, force=force)
         with lock:
-            try:
-                if not prepare(out, plan.fingerprint, overwrite):
-                    return manifest.read(out) | {"up_to_date": True}
-                data = _pack_missing(plan, runner, progress, rejected, limit)
-            except BaseException as exc:
-                remove_temporaries(out)
-                if is_out_of_space(exc):
-                    raise PackError(
-                        f"no space left for {out} ({exc.strerror}); finished shards are kept: "
-                        "free space and run the same command again to resume"
-                    ) from exc
-                raise
-            manifest.write(out, data)
-            storage.remove_tree(workdir.partial_dir(out))
-            scratch.clear(out)
+            return job.run(overwrite, update, force, command)
     except LockHeldError as exc:
         raise PackError(
             f"{out} is being written by another pack ({exc.holder}); wait for it to finish"
         ) from None
-    return data
+    except OSError as exc:
+        if isinstance(exc, PackError):
+            raise
+        raise writing_error(out, exc) from exc
+    finally:
+        if created and storage.is_dir(out) and not storage.list_dir(out):
+            storage.remove_tree(out)  # a refused first run leaves no empty folder either
 
 
-def prepare(out: Path, fingerprint: str, overwrite: bool) -> bool:
-    """Get OUT ready (lock held); False when it already holds this very pack, finished."""
-    marker = workdir.plan_marker(out)
-    if overwrite:
-        remove_pack(out)
-    elif storage.exists(out / manifest.MANIFEST_NAME):
-        if manifest.read(out).get("fingerprint") == fingerprint:
-            return False
-        raise PackError(
-            f"{out} already holds a different pack (other sources, options or packer version); "
-            "choose another --out or pass --overwrite to replace it"
+def writing_error(out: Path, exc: OSError) -> StorageError:
+    """A one-line error for an OSError met while writing OUT, saying what to do."""
+    where = exc.filename or out
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        what, todo = "permission denied", f"choose an {flag('out')} folder you can write to"
+    elif exc.errno == errno.EROFS:
+        what, todo = "read-only file system", f"choose an {flag('out')} folder on a writable disk"
+    else:
+        what, todo = exc.strerror or str(exc), f"check {out} and run the same command again"
+    error = StorageError(f"cannot write {where}: {what}; {todo}")
+    error.errno = exc.errno
+    return error
+
+
+def _megabytes(n: int) -> str:
+    return f"{n / 1e6:,.1f} MB"
+
+
+def _warn(message: str) -> None:
+    warnings.warn(message, stacklevel=4)
+
+
+class _Job:
+    """One run of a plan against its output folder (lock held)."""
+
+    def __init__(self, plan, runner, progress, rejected, limit, warn) -> None:
+        self.plan = plan
+        self.out: Path = plan.out
+        self.runner = runner
+        self.progress = progress
+        self.rejected = rejected
+        self.limit = limit
+        self.warn = warn
+
+    def run(self, overwrite: bool, update_: bool, force: bool, command: str | None) -> dict:
+        out = self.out
+        decision = update.decide(out, self.plan, overwrite, update_)
+        if decision.action in ("current", "stale"):
+            data = decision.manifest or {}
+            if decision.action == "current" and decision.changes.touched:
+                data = self._refresh(decision)
+            return data | {
+                "up_to_date": True,
+                "stale": decision.action == "stale",
+                "changes": decision.changes.to_json() | {"text": decision.changes.describe()},
+            }
+        self._check_space(decision, force)
+        try:
+            self._begin(decision, overwrite, command)
+            data = self._pack_missing(decision)
+        except BaseException as exc:
+            remove_temporaries(out)
+            if is_out_of_space(exc):
+                raise PackError(
+                    f"no space left for {out} ({exc.strerror}); finished shards are kept: "
+                    "free space and run the same command again to resume"
+                ) from exc
+            raise
+        manifest.write(out, data)
+        remove_unlisted(out, data)
+        storage.remove_tree(workdir.parts_dir(out))
+        storage.remove(workdir.plan_marker(out))
+        scratch.clear(out)
+        return data
+
+    def _check_space(self, decision: Decision, force: bool) -> None:
+        """Warn when the shards to write need more than the free space; refuse when they
+        need far more, unless forced."""
+        needed = self.plan.planned_bytes(skip=set(decision.keep))
+        free = storage.free_space(self.out)
+        if free is None or needed <= free:
+            return
+        text = (
+            f"the pack needs about {_megabytes(needed)} in {self.out} (uncompressed), which "
+            f"has {_megabytes(free)} free"
         )
-    elif storage.exists(marker):
-        if json.loads(storage.read_text(marker)).get("fingerprint") != fingerprint:
+        if needed > REFUSE_ABOVE_FREE * free and not force:
             raise PackError(
-                f"{out} holds an unfinished pack with other sources, options or packer "
-                "version; finish it with the command (and packer) that started it, or pass "
-                "--overwrite"
+                f"{text}; free space, choose another {flag('out')}, a smaller {flag('size')}, "
+                f"or pass {flag('force', True)} to try anyway"
             )
-    elif any(name != workdir.PARTIAL_DIR for name in storage.list_dir(out)):
-        raise PackError(
-            f"{out} exists and is not a packer dataset; choose another --out or pass --overwrite"
+        self.warn(f"{text}: it may stop when the disk is full (finished shards are kept)")
+
+    def _begin(self, decision: Decision, overwrite: bool, command: str | None) -> None:
+        """Make OUT an unfinished pack of this plan: replace what `overwrite` replaces, record
+        the plan (keeping the command that started an unfinished pack), then take the
+        manifest of a finished pack being updated away and the receipts of shards to redo."""
+        out = self.out
+        if overwrite:
+            remove_pack(out)
+        remove_temporaries(out)
+        started = decision.marker or {}
+        marker = update.marker_for(
+            self.plan, started.get("command", command), started.get("cwd", str(Path.cwd()))
         )
-    remove_temporaries(out)
-    storage.write_text_atomic(marker, json.dumps({"fingerprint": fingerprint}))
-    return True
+        storage.write_text_atomic(workdir.plan_marker(out), json.dumps(marker, ensure_ascii=False))
+        storage.remove(out / manifest.MANIFEST_NAME)
+        for shard in self.plan.all_shards:
+            if shard.name not in decision.keep:
+                storage.remove(workdir.receipt_path(out, shard.split, shard.name))
+
+    def _refresh(self, decision: Decision) -> dict:
+        """Record the new times of sources that were touched but not changed, so later runs
+        need not hash them again."""
+        kept = _with_touched(self.out, decision)
+        data = dict(decision.manifest or {})
+        for split in data["splits"].values():
+            for shard in split["shards"]:
+                if shard["name"] in kept:
+                    shard["receipt"] = kept[shard["name"]]["receipt_file"]
+        manifest.write(self.out, data)
+        return data
+
+    def _pack_missing(self, decision: Decision) -> dict:
+        """Pack the shards not kept and build the manifest from all receipts."""
+        plan, out = self.plan, self.out
+        started = time.perf_counter()
+        done = _with_touched(out, decision)
+        seen = self.rejected + [x for r in done.values() for x in r["rejected"]]
+
+        def on_chunk(result: ChunkResult) -> None:
+            seen.extend(result.rejected)
+            _check_rejects(seen, self.limit)
+
+        _check_rejects(seen, self.limit)
+        tasks = plan.shard_tasks(skip=set(done))
+        converter = Converter(plan.config)
+        made = schedule.run(self.runner, converter, tasks, self.progress, on_chunk)
+        run = {
+            "packer_version": __version__,
+            "workers": self.runner.workers,
+            "seconds": round(time.perf_counter() - started, 3),
+            "resumed_shards": len(done) if decision.action == "resume" else 0,
+            "libraries": backend_versions(),
+        }
+        if decision.action == "update":
+            run["update"] = {
+                **decision.changes.to_json(),
+                "text": decision.changes.describe(),
+                "kept_shards": len(done),
+                "packed_shards": len(made),
+            }
+        return manifest.build(
+            fmt=plan.config.format,
+            task=plan.scan.task,
+            fields=plan.config.fields,
+            table=plan.table or _table_from_counts(made + list(done.values()), plan),
+            receipts=made + list(done.values()),
+            options=plan.options,
+            fingerprint=plan.fingerprint,
+            converter_revision=planning.CONVERTER_REVISION,
+            source={
+                "root": str(plan.scan.root),
+                "layout": plan.scan.layout,
+                "split_source": plan.scan.split_source,
+            },
+            run=run,
+            rejected=self.rejected,
+        )
+
+
+def _with_touched(out: Path, decision: Decision) -> dict[str, dict]:
+    """The kept receipts, rewritten where sources were touched without changing."""
+    touched = decision.changes.touched
+    kept = {}
+    for name, receipt in decision.keep.items():
+        hits = touched.keys() & receipt.get("sources", {}).keys()
+        if hits:
+            receipt = receipts.write(
+                out, {**receipt, "sources": {**receipt["sources"], **{k: touched[k] for k in hits}}}
+            )
+        kept[name] = receipt
+    return kept
 
 
 def remove_temporaries(out: Path) -> None:
@@ -131,38 +288,28 @@ def remove_pack(out: Path) -> None:
             if path == workdir.lock_path(out):
                 continue
             storage.remove_tree(path) if storage.is_dir(path) else storage.remove(path)
+    remove_unlisted(out, None)
+
+
+def remove_unlisted(out: Path, data: dict | None) -> None:
+    """Delete the shard files, receipts and provenance in OUT's split folders that the
+    manifest `data` does not list (all of them when None), and split folders left empty."""
+    listed = set()
+    for split in (data or {}).get("splits", {}).values():
+        for shard in split["shards"]:
+            listed.update(f["path"] for f in shard["files"])
+            if "receipt" in shard:
+                listed.add(shard["receipt"]["path"])
     for split in storage.list_dir(out):
         split_dir = out / split
         if split == workdir.PARTIAL_DIR or not storage.is_dir(split_dir):
             continue
         for name in storage.list_dir(split_dir):
-            if storage.is_file(split_dir / name) and (
-                "-of-" in name or name.startswith(TMP_PREFIX)
-            ):
+            ours = SHARD_NAME_MARK in name or name.startswith(TMP_PREFIX)
+            if ours and f"{split}/{name}" not in listed and storage.is_file(split_dir / name):
                 storage.remove(split_dir / name)
         if not storage.list_dir(split_dir):
             storage.remove_tree(split_dir)
-
-
-def finished_receipts(out: Path, fingerprint: str) -> dict[str, dict]:
-    """Shards an interrupted run finished: receipt present, same plan, files of the right size."""
-    folder = workdir.receipts_dir(out)
-    names = storage.list_dir(folder) if storage.is_dir(folder) else []
-    receipts: dict[str, dict] = {}
-    for name in names:
-        if name.startswith(".") or not name.endswith(".json"):
-            continue
-        try:
-            receipt = json.loads(storage.read_text(folder / name))
-        except (OSError, json.JSONDecodeError):
-            continue
-        files_ok = all(
-            storage.is_file(out / f["path"]) and storage.file_size(out / f["path"]) == f["bytes"]
-            for f in receipt["files"]
-        )
-        if receipt.get("fingerprint") == fingerprint and files_ok:
-            receipts[receipt["name"]] = receipt
-    return receipts
 
 
 def is_out_of_space(exc: BaseException) -> bool:
@@ -176,54 +323,13 @@ def _check_rejects(rejected: list[dict], limit: int | None) -> None:
         shown = "; ".join(f"{r['path']}: {r['reason']}" for r in rejected[:5])
         raise PackError(
             f"{len(rejected)} input(s) rejected, more than the {limit} allowed "
-            f"(--strict / --max-rejects): {shown}"
+            f"({flag('strict', True)} / {flag('max_rejects')}): {shown}"
         )
 
 
-def _pack_missing(
-    plan: PackPlan, runner: engines.Engine, progress: bool, rejected: list[dict], limit
-) -> dict:
-    """Pack the shards no earlier run finished and build the manifest from all receipts."""
-    out = plan.out
-    started = time.perf_counter()
-    done = finished_receipts(out, plan.fingerprint)
-    seen = rejected + [x for r in done.values() for x in r["rejected"]]
-
-    def on_chunk(result: ChunkResult) -> None:
-        seen.extend(result.rejected)
-        _check_rejects(seen, limit)
-
-    _check_rejects(seen, limit)
-    tasks = plan.shard_tasks(skip=set(done))
-    receipts = schedule.run(runner, Converter(plan.config), tasks, progress, on_chunk)
-    receipts += list(done.values())
-    return manifest.build(
-        fmt=plan.config.format,
-        task=plan.scan.task,
-        fields=plan.config.fields,
-        table=plan.table or _table_from_counts(receipts, plan.config.ignore_index),
-        receipts=receipts,
-        options=plan.options,
-        fingerprint=plan.fingerprint,
-        source={
-            "root": str(plan.scan.root),
-            "layout": plan.scan.layout,
-            "split_source": plan.scan.split_source,
-        },
-        run={
-            "packer_version": __version__,
-            "workers": runner.workers,
-            "seconds": round(time.perf_counter() - started, 3),
-            "resumed_shards": len(done),
-            "libraries": backend_versions(),
-        },
-        rejected=rejected,
-    )
-
-
-def _table_from_counts(receipts: list[dict], ignore_index: int) -> ClassTable:
+def _table_from_counts(made: list[dict], plan: PackPlan) -> ClassTable:
     """Without a class table, classes are the indices that occur (0..max), named class_N."""
-    seen = {int(k) for r in receipts for k in r["class_counts"]} - {ignore_index}
+    seen = {int(k) for r in made for k in r["class_counts"]} - {plan.config.ignore_index}
     return ClassTable.from_names(
         [f"class_{i}" for i in range(max(seen, default=-1) + 1)], "mask values"
     )

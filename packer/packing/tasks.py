@@ -48,3 +48,5 @@ class ChunkResult:
     rejected: list[dict] = field(default_factory=list)
     unknown: list[dict] = field(default_factory=list)
     stats: ChunkStats = field(default_factory=ChunkStats)
+    # source path -> [size, mtime_ns, sha256] as read (sha256 None: unreadable; None: missing)
+    sources: dict[str, list | None] = field(default_factory=dict)

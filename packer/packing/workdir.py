@@ -1,9 +1,13 @@
-"""Where an unfinished pack keeps its state: the `.partial/` folder inside OUT, defined once.
+"""Where a pack keeps its state: the `.partial/` work folder inside OUT and the shard receipts,
+defined once.
 
-.partial/lock            held by the packing process (pid inside)
-.partial/plan.json       the fingerprint of the pack being written
-.partial/parts/          chunk part files, joined into shards and removed
-.partial/shards/*.json   one receipt per finished shard, so a re-run resumes from them
+.partial/lock                 held by the packing process (pid inside) while it runs
+.partial/plan.json            the pack being written: fingerprints, options, source root, shards,
+                              and the command that started it (so a refusal can quote it)
+.partial/parts/               chunk part files, joined into shards and removed
+<split>/<shard>.receipt.json  written last for each finished shard and kept with it: its files,
+                              statistics, rejections and the size, time and SHA-256 of every
+                              source it read. A re-run resumes or updates from receipts.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 PARTIAL_DIR = ".partial"
+RECEIPT_SUFFIX = ".receipt.json"
 
 
 def partial_dir(out: Path) -> Path:
@@ -29,5 +34,6 @@ def parts_dir(out: Path) -> Path:
     return out / PARTIAL_DIR / "parts"
 
 
-def receipts_dir(out: Path) -> Path:
-    return out / PARTIAL_DIR / "shards"
+def receipt_path(out: Path, split: str, shard: str) -> Path:
+    """The receipt of shard `shard` of `split`, beside the shard's files."""
+    return out / split / f"{shard}{RECEIPT_SUFFIX}"

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import formats
+from ..errors import ManifestError
 from .buffers import BufferPool
 
 if TYPE_CHECKING:
@@ -27,23 +28,41 @@ class BatchReader:
         self.fields = split.dataset.fields
         dataset = split.dataset
         fmt = formats.get(dataset.format)
-        self.shards = [
-            fmt.open_shard(dataset.local_root, split.name, s, self.fields, dataset.format_options)
-            for s in split.shards
-        ]
+        try:
+            self.shards = [
+                fmt.open_shard(
+                    dataset.local_root, split.name, s, self.fields, dataset.format_options
+                )
+                for s in split.shards
+            ]
+        except ValueError as exc:  # a format option without random access (gzip TFRecords)
+            raise ManifestError(str(exc)) from None
         self.cache = dataset.cache  # None for a local pack
         self.buffers = BufferPool(self.fields)
 
     def read(
-        self, indices: np.ndarray, out: dict[str, np.ndarray] | None = None
+        self,
+        indices: np.ndarray,
+        out: dict[str, np.ndarray] | None = None,
+        ordered: bool = False,
     ) -> dict[str, np.ndarray]:
-        """Arrays for `indices`, returned in ascending index order (sorted reads are sequential).
+        """Arrays for `indices`, in ascending index order (sorted reads are sequential), or in
+        the order asked with `ordered=True` (one more copy of the batch).
 
         `out` (field name -> array of len(indices) records) receives the records, e.g. a
         shared-memory slot or a pinned buffer; without it the arrays come from a pool: once
         every reference to a batch is dropped, a later read may fill the same memory again.
         """
-        order = np.sort(np.asarray(indices, dtype=np.int64))
+        indices = np.asarray(indices, dtype=np.int64)
+        if ordered:
+            permutation = np.argsort(indices, kind="stable")
+            batch = self.read(indices, out)
+            inverse = np.empty_like(permutation)
+            inverse[permutation] = np.arange(len(permutation))
+            for array in batch.values():
+                array[...] = array[inverse]
+            return batch
+        order = np.sort(indices)
         if len(order) and (order[0] < 0 or order[-1] >= self.split.count):
             raise IndexError(
                 f"indices out of range 0..{self.split.count - 1} of {self.split.name!r}"

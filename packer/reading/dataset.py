@@ -1,4 +1,5 @@
-"""`packer.open`: a packed dataset as Python objects (manifest, classes, splits, provenance).
+"""`packer.open`: a packed dataset as Python objects (manifest, classes, splits, provenance),
+samples by index, and class weights from the stored counts.
 
 A pack at a URL (s3://, gs://, ...) is read through a local shard cache (storage.cache): the
 manifest and provenance come from the store, shard files are downloaded (checked against the
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
 
@@ -20,6 +22,16 @@ from ..schema import Field
 from ..storage.cache import ShardCache
 from .batches import BatchReader
 
+WEIGHT_METHODS = ("inverse", "median_frequency")
+
+
+class ClassWeights(dict):
+    """Class index -> weight: a dict for Keras' `class_weight`, and an array (np.asarray)
+    for a per-class loss weight vector (segmentation)."""
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        return np.array([self[i] for i in range(len(self))], dtype or np.float32)
+
 
 class PackedDataset:
     """A finished pack: its manifest, classes and splits. `ds["train"]` gives one split."""
@@ -30,6 +42,7 @@ class PackedDataset:
         cache_dir: str | os.PathLike | None = None,
         cache_bytes: int | None = None,
     ) -> None:
+        storage.backend(root)  # a clear error for a remote path no backend handles
         self.root = storage.as_path(root)
         self.manifest = manifest.read(self.root)
         self.cache = (
@@ -87,6 +100,31 @@ class PackedDataset:
     def field(self, name: str) -> Field:
         return next(f for f in self.fields if f.name == name)
 
+    def class_weights(self, method: str = "inverse", split: str | None = None) -> ClassWeights:
+        """Per-class weights from the pixel (segmentation) or image (classification) counts
+        of `split` (default: the split the statistics were computed on, train when there is
+        one), so that rare classes weigh more in the loss.
+
+        `inverse`: total / (classes present x count), so the weights average 1 over the
+        samples; `median_frequency`: median class frequency / class frequency (Eigen &
+        Fergus, with frequencies over all pixels). Classes that never occur get 0.
+        """
+        if method not in WEIGHT_METHODS:
+            raise ValueError(f"method must be one of {', '.join(WEIGHT_METHODS)}, not {method!r}")
+        stats = self.manifest["stats"]
+        if split is not None:
+            stats = stats["splits"][self[split].name]
+        counts = stats.get("class_pixels") or stats.get("class_images") or {}
+        n = np.array([counts.get(c["name"], 0) for c in self.classes], np.float64)
+        present = n > 0
+        weights = np.zeros_like(n)
+        if method == "inverse":
+            weights[present] = n.sum() / (present.sum() * n[present])
+        else:
+            frequency = n / max(n.sum(), 1)
+            weights[present] = np.median(frequency[present]) / frequency[present]
+        return ClassWeights((i, float(w)) for i, w in enumerate(weights))
+
     def __getitem__(self, split: str) -> Split:
         if split not in self.splits:
             raise SplitNotFoundError(
@@ -110,6 +148,75 @@ class Split:
         self.count: int = data["count"]
         self.shards: list[dict] = data["shards"]
         self.offsets = np.cumsum([0] + [s["count"] for s in self.shards])
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __repr__(self) -> str:
+        fields = ", ".join(
+            f"{f.name} {'x'.join(map(str, f.shape)) or 'scalar'} {np.dtype(f.dtype).name}"
+            for f in self.dataset.fields
+        )
+        return (
+            f"<Split {self.name!r} of {str(self.dataset.root)!r}: {self.count} samples in "
+            f"{len(self.shards)} shard(s); {fields}>"
+        )
+
+    def __getitem__(self, index: int) -> tuple[np.ndarray, np.ndarray | int]:
+        """Sample `index` (negative counts from the end) as (image, target): target is the
+        class id (classification) or the mask of class ids (segmentation)."""
+        if not isinstance(index, int | np.integer):
+            raise TypeError(f"split indices are integers, not {type(index).__name__}")
+        if index < 0:
+            index += self.count
+        if not 0 <= index < self.count:
+            raise IndexError(f"sample {index} out of range for split {self.name!r} ({self.count})")
+        if self.random_access:
+            batch = self.reader.read(np.asarray([index]))
+        else:  # read its shard from the start
+            shard, local = self.locate(index)
+            records = self._stream(self.shards[shard])
+            record = next(r for i, r in enumerate(records) if i == local)
+            batch = {k: v[None] for k, v in record.items()}
+        image = np.array(batch["images"][0])
+        if "masks" in batch:
+            return image, np.array(batch["masks"][0])
+        return image, int(batch["labels"][0])
+
+    @property
+    def random_access(self) -> bool:
+        """Whether any sample can be read directly (not for gzip-compressed TFRecords, which
+        are read in file order: `records`)."""
+        fmt = formats.get(self.dataset.format)
+        check = getattr(fmt, "random_access", None)
+        return True if check is None else check(self.dataset.format_options)
+
+    def records(self, limit: int | None = None) -> Iterator[dict[str, np.ndarray]]:
+        """Samples in file order, one field dict each (at most `limit`), for any format: by
+        shard streams where there is no random access, else in batches of the reader."""
+        stop = self.count if limit is None else min(limit, self.count)
+        if self.random_access:
+            for start in range(0, stop, 64):
+                batch = self.reader.read(np.arange(start, min(stop, start + 64)))
+                for k in range(len(batch["images"])):
+                    yield {name: array[k] for name, array in batch.items()}
+            return
+        done = 0
+        for shard in self.shards:
+            for record in self._stream(shard):
+                if done == stop:
+                    return
+                yield record
+                done += 1
+
+    def _stream(self, shard: dict) -> Iterator[dict[str, np.ndarray]]:
+        fmt = formats.get(self.dataset.format)
+        data = self.dataset
+        if data.cache is not None:  # a remote pack: the shard's files into the cache first
+            data.cache.ensure(
+                [f for f in shard["files"] if not f["path"].endswith(".sources.json")]
+            )
+        return fmt.stream_shard(data.local_root, self.name, shard, data.fields, data.format_options)
 
     def locate(self, index: int) -> tuple[int, int]:
         """(shard number, index inside that shard) of sample `index`."""
@@ -155,5 +262,6 @@ def open_dataset(
     cache_bytes: int | None = None,
 ) -> PackedDataset:
     """Open a packed dataset (any format) by its folder or URL; a remote pack's shards are
-    cached under `cache_dir` (default: the user's cache folder), at most `cache_bytes`."""
+    cached under `cache_dir` (default: the user's cache folder), at most `cache_bytes`. A URL
+    no installed storage backend handles is a StorageError saying so."""
     return PackedDataset(root, cache_dir, cache_bytes)

@@ -2,13 +2,16 @@
 
 A `Loader` joins a `Sampler` (which samples, per epoch and batch), the split's `BatchReader`
 (the bytes, into pooled or caller-supplied arrays) and a `BatchTransform` (normalisation,
-one-hot). The framework adapters (Keras, tf.data, PyTorch) are thin layers over it. It pickles
-without its open files, so every worker process opens the shards itself.
+one-hot, and an optional `packer.Augment` before them). The framework adapters (Keras, tf.data,
+PyTorch) are thin layers over it. It pickles without its open files, so every worker process
+opens the shards itself. Its reading position is (epoch, first batch of the current pass):
+`state_dict` / `load_state_dict` save and restore it exactly.
 """
 
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -16,6 +19,9 @@ from ..schema import record_bytes
 from .dataset import PackedDataset, Split
 from .sampler import SHUFFLE_MODES, Sampler, larger_than_ram, window_length
 from .transforms import BatchTransform
+
+if TYPE_CHECKING:
+    from ..augment import Augment
 
 
 class Loader:
@@ -26,8 +32,12 @@ class Loader:
     shuffled order and shuffles within windows of `shuffle_window` records, each read ahead
     as sequential runs (for packs larger than RAM); False keeps the pack's order. With
     `world_size` > 1 this loader yields rank `rank`'s part of every epoch (see Sampler).
-    A pack at a URL is read through a local shard cache in `cache_dir` (default: the user's
-    cache folder) of at most `cache_bytes` (see storage.cache).
+    `augment` (a `packer.Augment`) warps images and masks of each batch, drawn per (seed,
+    epoch, sample index), before normalisation and one-hot. A pack at a URL is read through a
+    local shard cache in `cache_dir` (default: the user's cache folder) of at most
+    `cache_bytes` (see storage.cache).
+
+    A pass over an epoch starts at batch `start`: 0, or where `load_state_dict` resumed.
     """
 
     def __init__(
@@ -44,6 +54,7 @@ class Loader:
         rank: int = 0,
         world_size: int = 1,
         uneven: str = "pad",
+        augment: Augment | None = None,
         cache_dir: str | os.PathLike | None = None,
         cache_bytes: int | None = None,
     ) -> None:
@@ -55,6 +66,8 @@ class Loader:
         self.cache = (cache_dir, cache_bytes)  # where a remote pack's shards are cached
         self.split_name = split
         self.epoch = 0
+        self.start = 0
+        self.augment = augment
         self._split: Split | None = None
         dataset = self.split.dataset
         record = record_bytes(dataset.fields)
@@ -104,8 +117,20 @@ class Loader:
         return len(self.sampler)
 
     def set_epoch(self, epoch: int) -> None:
-        """Use epoch `epoch`'s order from now on (the same seed gives the same orders)."""
-        self.epoch = epoch
+        """Use epoch `epoch`'s order from its first batch on (the same seed gives the same
+        orders); the current epoch again keeps the position (a resumed pass stays resumed)."""
+        if epoch != self.epoch:
+            self.epoch, self.start = epoch, 0
+            self._prefetched.clear()
+
+    def state_dict(self, batches: int = 0) -> dict:
+        """The position after `batches` more batches of the current pass (JSON-ready)."""
+        return self.sampler.state_dict(self.epoch, self.start + batches)
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue where `state` (from `state_dict`, same options) left off: its epoch, from
+        the batch after the last one done. The seed comes from the state."""
+        self.epoch, self.start = self.sampler.load_state_dict(state)
         self._prefetched.clear()
 
     def indices(self, index: int, epoch: int | None = None) -> np.ndarray:
@@ -123,8 +148,19 @@ class Loader:
         return self.split.reader.read(indices, out)
 
     def batch(self, index: int, epoch: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """`(images, targets)` of batch `index`, normalised and one-hot as asked."""
-        return self.transform(self.read(index, epoch))
+        """`(images, targets)` of batch `index`, augmented, normalised and one-hot as asked."""
+        arrays = self.read(index, epoch)
+        if self.augment is not None:
+            arrays = self._augmented(arrays, index, self.epoch if epoch is None else epoch)
+        return self.transform(arrays)
+
+    def _augmented(self, arrays: dict, index: int, epoch: int) -> dict[str, np.ndarray]:
+        """Images and masks warped by the draw of their samples (rows in ascending index)."""
+        indices = np.sort(self.sampler.batch(epoch, index))
+        images, masks = self.augment.apply(
+            arrays["images"], arrays.get("masks"), epoch=epoch, indices=indices
+        )
+        return {**arrays, "images": images} | ({} if masks is None else {"masks": masks})
 
     def _prefetch_windows(self, epoch: int, window: int) -> None:
         """Have this window and the next read ahead, each as sequential runs of its shards."""

@@ -106,7 +106,13 @@ class Pipeline:
         self._conns: list[connection.Connection] = []
         self._processes: list[multiprocessing.process.BaseProcess] = []
         self._finalizer = weakref.finalize(self, _shutdown, self._processes, self._conns, self._fds)
-        hide_main = self.start_method != "fork" and b"__main__" not in payload
+        needs_main = b"__main__" in payload  # pickled by reference to the main script
+        if needs_main and self.start_method != "fork" and not _main_importable():
+            raise TypeError(
+                "produce uses code defined in an interactive session, which spawned workers "
+                "cannot import: define it in a module (a .py file) and import it from there"
+            )
+        hide_main = self.start_method != "fork" and not needs_main
         with _main_hidden(hide_main):
             for number in range(workers):
                 parent_end, child_end = context.Pipe()
@@ -200,7 +206,10 @@ class Pipeline:
         return self._want <= index < min(self.length, self._want + self.ahead)
 
     def _send(self, number: int, message: tuple) -> None:
-        self._conns[number].send(message)
+        try:
+            self._conns[number].send(message)
+        except OSError:
+            self._died(number)
         self._queued[number] += 1
 
     def _fill(self) -> None:
@@ -333,6 +342,13 @@ def _shutdown(processes: list, conns: list, fds: list[int]) -> None:
     for fd in fds:
         with contextlib.suppress(OSError):
             os.close(fd)
+
+
+def _main_importable() -> bool:
+    """Whether spawned workers can import the main module (a script, or `python -m`)."""
+    main = sys.modules["__main__"]
+    path = getattr(main, "__file__", None)
+    return getattr(main, "__spec__", None) is not None or bool(path and os.path.isfile(path))
 
 
 @contextlib.contextmanager

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import Counter
 
 from ..errors import SourceError
+from ..flags import flag
 from .model import Found, Item, Rejection, Tree, folders, is_image, join, not_image, stem
 from .splits import SPLIT_NAMES
 
@@ -57,8 +58,8 @@ def refuse_twin_folders(tree: Tree, found: Found) -> None:
         if twins:
             raise SourceError(
                 f"{twins[0]}/ and {twins[1]}/ hold files with the same names, like an image "
-                f"folder and its mask folder; pass --masks {twins[1]} for segmentation, or "
-                "--layout class-folders if they really are classes"
+                f"folder and its mask folder; pass {flag('masks', twins[1])} for segmentation, "
+                f"or {flag('layout', 'class-folders')} if they really are classes"
             )
 
 

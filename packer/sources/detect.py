@@ -7,25 +7,27 @@ between them, refuses to guess when two fit, and turns what they found into a `S
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from operator import itemgetter
 from pathlib import Path
 
 from ..errors import SourceError
+from ..flags import flag
 from .class_folders import CLASS_HELP, class_scan, refuse_twin_folders
 from .lists import list_file_note, scan_list_file
 from .mask_folders import (
     PAIR_HELP,
     claimed_dirs,
     find_pairs,
+    image_folder_of,
     pair_kinds,
     pair_scan,
     reject_unpaired_images,
     scan_explicit_masks,
 )
-from .model import Found, Rejection, Sample, SourceScan, Tree, is_image
+from .model import PACK_MARKERS, Found, Rejection, Sample, Skips, SourceScan, Tree, is_image
 from .splits import assign_split, check_fractions
-from .walk import kind, locate, resolve, walk
+from .walk import folder_key, is_pack, kind, locate, resolve, walk
 
 LAYOUTS = ("auto", "class-folders", "mask-folders", "list")
 
@@ -37,8 +39,15 @@ def scan(
     masks: str | os.PathLike | None = None,
     mask_suffix: str | None = None,
     split: Mapping[str, float] | None = None,
+    exclude: Iterable[str | os.PathLike] = (),
+    root: str | os.PathLike | None = None,
 ) -> SourceScan:
-    """Detect the layout of src (folder or .lst/.csv list); list its samples, splits, rejects."""
+    """Detect the layout of src (folder or .lst/.csv list); list its samples, splits, rejects.
+
+    Folders in `exclude` (the pack's own output folder) and packer output folders met on the
+    way are not scanned; `root` is the folder a list's relative paths start from (default:
+    the list's own folder).
+    """
     if layout not in LAYOUTS:
         raise SourceError(f"unknown layout {layout!r}; choose one of {', '.join(LAYOUTS)}")
     try:
@@ -47,27 +56,45 @@ def scan(
         raise SourceError(str(exc)) from None
     path = locate(src)
     what = kind(path)
+    if root is not None and what != "file":
+        raise SourceError(f"{flag('root')} applies to a .lst/.csv list as SRC, not to a folder")
     if what == "file":
-        root, found = scan_list_file(path, layout, masks, mask_suffix)
+        root, found = scan_list_file(path, layout, masks, mask_suffix, root)
     elif what == "folder":
-        root, found = _scan_folder(resolve(path), layout, masks, mask_suffix)
+        keys = {folder_key(locate(p)) for p in exclude} - {None}
+        skips = Skips(frozenset(keys))  # type: ignore[arg-type]
+        root, found = _scan_folder(resolve(path), layout, masks, mask_suffix, skips)
+        found.notes.extend(skips.notes())
     else:
         raise SourceError(f"{src}: no such file or folder")
     return _finish(root, found, fractions)
 
 
 def _scan_folder(
-    root: Path, layout: str, masks: str | os.PathLike | None, mask_suffix: str | None
+    root: Path,
+    layout: str,
+    masks: str | os.PathLike | None,
+    mask_suffix: str | None,
+    skips: Skips,
 ) -> tuple[Path, Found]:
     """Scan a folder source with the layout asked for, or detect it."""
+    if is_pack(root):
+        raise SourceError(
+            f"{root} is a pack made by packer (it holds {' or '.join(PACK_MARKERS)}), not "
+            "a source folder; open it with packer.open, or pack the folder it was made from"
+        )
     if layout == "list":
-        raise SourceError(f"--layout list needs the .lst or .csv file itself as SRC, not {root}")
+        raise SourceError(
+            f"{flag('layout', 'list')} needs the .lst or .csv file itself as SRC, not {root}"
+        )
     if layout == "class-folders" and (masks is not None or mask_suffix is not None):
-        raise SourceError("--masks/--mask-suffix contradict --layout class-folders")
+        raise SourceError(
+            f"{flag('masks')}/{flag('mask_suffix')} contradict {flag('layout', 'class-folders')}"
+        )
     if masks is not None:
-        return scan_explicit_masks(root, locate(masks), mask_suffix)
+        return scan_explicit_masks(root, locate(masks), mask_suffix, skips)
     rejected: list[Rejection] = []
-    tree = walk(root, [""], rejected)
+    tree = walk(root, [""], rejected, skips)
     if layout == "class-folders":
         found = class_scan(tree, set())
     else:
@@ -87,8 +114,8 @@ def _detect(root: Path, tree: Tree, layout: str, mask_suffix: str | None) -> Fou
         if direct and layout == "auto":
             raise SourceError(
                 f"{root} holds image/mask folders ({pair_kinds(pairs)}) and also folders that "
-                f"look like class folders ({', '.join(direct[:5])}); pass --layout mask-folders "
-                "or --layout class-folders"
+                f"look like class folders ({', '.join(direct[:5])}); pass "
+                f"{flag('layout', 'mask-folders')} or {flag('layout', 'class-folders')}"
             )
         found = pair_scan(root, tree, pairs, mask_suffix)
         reject_unpaired_images(tree, pairs, found)
@@ -96,13 +123,33 @@ def _detect(root: Path, tree: Tree, layout: str, mask_suffix: str | None) -> Fou
     if layout == "mask-folders" or mask_suffix is not None:
         raise SourceError(
             f"no image/mask folder pairs found in {root} (looked for {PAIR_HELP}); "
-            "pass --masks DIR to name the mask folder"
+            f"pass {flag('masks')} to name the mask folder"
         )
     found = class_scan(tree, set())
     refuse_twin_folders(tree, found)
     if not found.items:
         raise _unrecognised(root, tree)
+    if layout == "auto":
+        _refuse_masks_without_images(root, tree, found)
     return found
+
+
+def _refuse_masks_without_images(root: Path, tree: Tree, found: Found) -> None:
+    """Folders named like mask folders, beside a class_dict.csv, and no image folders: masks
+    without their images, not a classification set."""
+    if "class_dict.csv" not in {name.lower() for name in tree[""].files}:
+        return
+    with_images = [d for ds in found.class_dirs for d in ds if any(map(is_image, tree[d].files))]
+    missing = {d: image_folder_of(d) for d in with_images}
+    if not with_images or not all(missing.values()):
+        return
+    names = ", ".join(f"{d}/" for d in with_images[:5])
+    wanted = ", ".join(f"{m}/" for m in list(missing.values())[:5])
+    raise SourceError(
+        f"{root} holds only mask folders ({names}) and class_dict.csv, but no images: the image "
+        f"folders ({wanted}) that pair with them are missing. Put the images beside their masks, "
+        f"or pass {flag('masks')} if they are elsewhere"
+    )
 
 
 def _unrecognised(root: Path, tree: Tree) -> SourceError:
@@ -112,7 +159,7 @@ def _unrecognised(root: Path, tree: Tree) -> SourceError:
     return SourceError(
         f"cannot recognise the layout of {root}: it holds {len(node.dirs)} folders and "
         f"{images} images directly, but no {CLASS_HELP} with images and no image/mask folders "
-        f"({PAIR_HELP}); pass --layout, --masks DIR, or a .lst/.csv list as SRC"
+        f"({PAIR_HELP}); pass {flag('layout')}, {flag('masks')}, or a .lst/.csv list as SRC"
     )
 
 
@@ -124,9 +171,12 @@ def _finish(root: Path, found: Found, fractions: dict[str, float] | None) -> Sou
         if fractions is not None:
             raise SourceError(
                 f"the source already has splits ({', '.join(folder_splits)}) from its "
-                f"{found.split_origin}; drop --split"
+                f"{found.split_origin}; drop {flag('split')}"
             )
-        reason = f"not inside a split folder, unlike the other samples ({', '.join(folder_splits)})"
+        where = "inside a split folder"
+        if found.split_origin.startswith("split column"):
+            where = f"given a split in the {found.split_origin}"
+        reason = f"not {where}, unlike the other samples ({', '.join(folder_splits)})"
         rejected.extend(Rejection(item[0], reason) for item in items if not item[1])
         items = [item for item in items if item[1]]
         split_source = "folders"

@@ -1,7 +1,10 @@
-"""The list layout: an im2rec .lst or a path,label CSV, paths relative to the list's folder.
+"""The list layout: an im2rec .lst or a path,label CSV, paths relative to the list's folder
+(or to `root`).
 
 Labels that are image paths make an image,mask list (segmentation); otherwise they are class
-indices or class names (classification).
+indices or class names (classification). A CSV may have a header row (detected: a first row
+without an image path, followed by rows with one, or naming known columns) and a `split`
+column, which then gives each sample its split.
 """
 
 from __future__ import annotations
@@ -12,31 +15,47 @@ import os
 from pathlib import Path, PurePosixPath
 
 from ..errors import SourceError
+from ..flags import flag
 from .model import Found, Rejection, Tree, ext, is_image
-from .walk import existing_files, read_text, resolve
+from .walk import existing_files, kind, locate, read_text, resolve
 
 _LIST_EXTENSIONS = (".lst", ".csv")
 _PATH_COLUMNS = ("path", "image", "filename", "file", "filepath", "image_path", "img")
 _LABEL_COLUMNS = ("label", "class", "class_name", "category", "target", "mask", "y")
+_SPLIT_COLUMNS = ("split", "subset", "partition")
+
+# (line number, path, label, split or "")
+Row = tuple[int, str, str, str]
 
 
 def scan_list_file(
-    path: Path, layout: str, masks: str | os.PathLike | None, mask_suffix: str | None
+    path: Path,
+    layout: str,
+    masks: str | os.PathLike | None,
+    mask_suffix: str | None,
+    root: str | os.PathLike | None = None,
 ) -> tuple[Path, Found]:
-    """Read an im2rec .lst or a CSV list; the paths inside are relative to the list's folder."""
-    kind = ext(path.name)
-    if kind not in _LIST_EXTENSIONS:
+    """Read an im2rec .lst or a CSV list; the paths inside are relative to `root`, by default
+    the list's own folder."""
+    list_kind = ext(path.name)
+    if list_kind not in _LIST_EXTENSIONS:
         raise SourceError(f"{path}: SRC must be a folder or a .lst/.csv list file")
     if layout not in ("auto", "list"):
-        raise SourceError(f"--layout {layout} needs a folder as SRC, not the list file {path.name}")
+        raise SourceError(
+            f"{flag('layout', layout)} needs a folder as SRC, not the list file {path.name}"
+        )
     if masks is not None or mask_suffix is not None:
-        raise SourceError("--masks/--mask-suffix do not apply to a list file")
+        raise SourceError(f"{flag('masks')}/{flag('mask_suffix')} do not apply to a list file")
     text = read_text(path, str(path), encoding="utf-8-sig")
-    rows = _lst_rows(text, path.name) if kind == ".lst" else _csv_rows(text, path.name)
-    root = resolve(path.parent)
-    found = Found(f"list ({kind})", "classification", f"the files listed in {path.name}")
-    _list_samples(root, path.name, rows, found)
-    return root, found
+    rows = _lst_rows(text, path.name) if list_kind == ".lst" else _csv_rows(text, path.name)
+    if root is not None and kind(locate(root)) != "folder":
+        raise SourceError(f"{flag('root', str(root))}: no such folder")
+    top = resolve(path.parent if root is None else locate(root))
+    found = Found(f"list ({list_kind})", "classification", f"the files listed in {path.name}")
+    if any(split for *_, split in rows):
+        found.split_origin = f"split column of {path.name}"
+    _list_samples(top, path.name, rows, found)
+    return top, found
 
 
 def list_file_note(tree: Tree) -> list[str]:
@@ -51,7 +70,7 @@ def list_file_note(tree: Tree) -> list[str]:
     return [f"SRC also holds {', '.join(lists)}; pass a list file as SRC to pack from it instead"]
 
 
-def _lst_rows(text: str, name: str) -> list[tuple[int, str, str]]:
+def _lst_rows(text: str, name: str) -> list[Row]:
     """Parse im2rec lines index<TAB>label<TAB>path into (line, path, label)."""
     rows = []
     for number, line in enumerate(text.splitlines(), 1):
@@ -68,7 +87,7 @@ def _lst_rows(text: str, name: str) -> list[tuple[int, str, str]]:
                 f"{name} line {number}: {len(columns) - 2} label columns; multi-label lists "
                 "are not supported (one class index per image)"
             )
-        rows.append((number, columns[2].strip(), _lst_label(columns[1], name, number)))
+        rows.append((number, columns[2].strip(), _lst_label(columns[1], name, number), ""))
     return rows
 
 
@@ -83,34 +102,66 @@ def _lst_label(text: str, name: str, number: int) -> str:
     return str(int(value))
 
 
-def _csv_rows(text: str, name: str) -> list[tuple[int, str, str]]:
-    """Parse path,label CSV rows (header optional) into (line, path, label)."""
+def _csv_rows(text: str, name: str) -> list[Row]:
+    """Parse path,label[,split] CSV rows (header optional, detected) into Rows."""
     reader = csv.reader(text.splitlines())
     rows = [(reader.line_num, row) for row in reader if any(cell.strip() for cell in row)]
-    path_col, label_col = 0, 1
-    if rows and not is_image(rows[0][1][0].strip()):  # the first row is a header
+    split_col = None
+    if rows and _is_header(rows):
         header = [cell.strip().lower() for cell in rows.pop(0)[1]]
-        path_col = next((header.index(c) for c in _PATH_COLUMNS if c in header), 0)
-        label_col = next((header.index(c) for c in _LABEL_COLUMNS if c in header), 1)
+        path_col = next((header.index(c) for c in _PATH_COLUMNS if c in header), None)
+        label_col = next((header.index(c) for c in _LABEL_COLUMNS if c in header), None)
+        split_col = next((header.index(c) for c in _SPLIT_COLUMNS if c in header), None)
+        if path_col is None:
+            path_col = _image_column(rows[0][1]) if rows else 0
+        if label_col is None:
+            taken = {path_col, split_col}
+            label_col = next((i for i in range(len(header)) if i not in taken), 1)
+    else:
+        path_col = _image_column(rows[0][1]) if rows else 0
+        label_col = 1 if path_col == 0 else 0
     result = []
     for number, row in rows:
         if len(row) <= max(path_col, label_col) or not row[label_col].strip():
             raise SourceError(f"{name} line {number}: expected path,label columns")
-        result.append((number, row[path_col].strip(), row[label_col].strip()))
+        split = row[split_col].strip() if split_col is not None and split_col < len(row) else ""
+        if split and not split.isidentifier():
+            raise SourceError(
+                f"{name} line {number}: split {split!r} is not a name like train or val"
+            )
+        result.append((number, row[path_col].strip(), row[label_col].strip(), split))
     return result
 
 
-def _list_samples(root: Path, name: str, rows: list[tuple[int, str, str]], found: Found) -> None:
+def _is_header(rows: list[tuple[int, list[str]]]) -> bool:
+    """A first row without an image path, naming known columns or followed by a row with one."""
+    first = [cell.strip() for cell in rows[0][1]]
+    if any(is_image(cell) for cell in first):
+        return False
+    known = set(_PATH_COLUMNS + _LABEL_COLUMNS + _SPLIT_COLUMNS)
+    if any(cell.lower() in known for cell in first):
+        return True
+    return len(rows) > 1 and any(is_image(cell.strip()) for cell in rows[1][1])
+
+
+def _image_column(row: list[str]) -> int:
+    """The first column of a data row holding an image path (0 when none does)."""
+    return next((i for i, cell in enumerate(row) if is_image(cell.strip())), 0)
+
+
+def _list_samples(root: Path, name: str, rows: list[Row], found: Found) -> None:
     """Turn list rows into samples; labels that are image paths make an image,mask list."""
-    labels = [label for _, _, label in rows]
+    labels = [label for _, _, label, _ in rows]
     segmentation = bool(labels) and all(is_image(label) for label in labels)
     index = {} if segmentation else _label_index(labels, found)
     if segmentation:
         found.task = "segmentation"
-    listed = [raw for _, raw, label in rows for raw in ((raw, label) if segmentation else (raw,))]
+    listed = [
+        raw for _, raw, label, _ in rows for raw in ((raw, label) if segmentation else (raw,))
+    ]
     present = existing_files(root, [_list_path(raw)[0] for raw in listed])
     seen: dict[str, int] = {}
-    for number, raw, label in rows:
+    for number, raw, label, split in rows:
         where = f"{name} line {number}"
         rel, problem = _list_path(raw)
         problem = f"{problem} ({where})" if problem else _listed_problem(rel, seen, present, where)
@@ -119,13 +170,13 @@ def _list_samples(root: Path, name: str, rows: list[tuple[int, str, str]], found
             continue
         seen[rel] = number
         if not segmentation:
-            found.items.append((rel, "", None, index[label]))
+            found.items.append((rel, split, None, index[label]))
             continue
         mask = _list_path(label)[0]
         if mask not in present:
             found.rejected.append(Rejection(rel, f"its mask {label} ({where}) is missing"))
             continue
-        found.items.append((rel, "", mask, None))
+        found.items.append((rel, split, mask, None))
 
 
 def _listed_problem(rel: str, seen: dict[str, int], present: set[str], where: str) -> str | None:

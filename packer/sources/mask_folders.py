@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import SourceError
-from .model import Found, Rejection, Tree, ext, folders, is_image, join, not_image, stem
+from ..flags import flag
+from .model import Found, Rejection, Skips, Tree, ext, folders, is_image, join, not_image, stem
 from .splits import SPLIT_NAMES, folder_split
 from .walk import kind, read_text, resolve, walk
 
@@ -73,17 +74,36 @@ def claimed_dirs(tree: Tree, pairs: list[Pair]) -> set[str]:
     return claimed
 
 
-def scan_explicit_masks(src: Path, masks: Path, mask_suffix: str | None) -> tuple[Path, Found]:
+def image_folder_of(mask_dir: str) -> str | None:
+    """The image folder a folder named like a mask folder pairs with (`train_labels` ->
+    `train`, `masks` -> `images`), or None when the name is no mask folder's."""
+    parent, _, name = mask_dir.rpartition("/")
+    low = name.lower()
+    for image, mask_names in _NAMED_PAIRS.items():
+        if low in (m.lower() for m in mask_names):
+            return join(parent, "JPEGImages" if image == "jpegimages" else image)
+    for suffix in _MASK_DIR_SUFFIXES:
+        if low.endswith(suffix) and len(low) > len(suffix):
+            return join(parent, name[: -len(suffix)])
+    return None
+
+
+def scan_explicit_masks(
+    src: Path, masks: Path, mask_suffix: str | None, skips: Skips | None = None
+) -> tuple[Path, Found]:
     """Pair the images under src with the masks in an explicit folder, mirroring subfolders."""
     mask_root = _resolve_masks(src, masks)
     if mask_root == src or src.is_relative_to(mask_root):
-        raise SourceError(f"--masks {masks} must be a folder inside or beside SRC, not SRC itself")
-    root = src if mask_root.is_relative_to(src) else type(src)(os.path.commonpath([src, mask_root]))
+        raise SourceError(
+            f"{flag('masks', str(masks))} must be a folder inside or beside SRC, not SRC itself"
+        )
+    common = type(src)(os.path.commonpath([src, mask_root]))  # a URL stays a URL
+    root = src if mask_root.is_relative_to(src) else common
     image_dir = "" if src == root else src.relative_to(root).as_posix()
     mask_dir = mask_root.relative_to(root).as_posix()
     rejected: list[Rejection] = []
     starts = [image_dir] if image_dir == "" else [image_dir, mask_dir]
-    tree = walk(root, starts, rejected)
+    tree = walk(root, starts, rejected, skips)
     pair = Pair(image_dir, mask_dir, "--masks")
     found = pair_scan(root, tree, [pair], mask_suffix)
     found.layout = "mask-folders (--masks)"
@@ -136,7 +156,7 @@ def _pairs_in(parent: str, names: list[str]) -> list[Pair]:
         if len(masks) > 1:
             raise SourceError(
                 f"{join(parent, name)}/ has several candidate mask folders "
-                f"({', '.join(m + '/' for m in masks)}); pass --masks to choose one"
+                f"({', '.join(m + '/' for m in masks)}); pass {flag('masks')} to choose one"
             )
         if masks:
             suffix = masks[0][len(name) :]
@@ -156,7 +176,9 @@ def _resolve_masks(src: Path, masks: Path) -> Path:
     for candidate in (masks, src / masks):
         if kind(candidate) == "folder":
             return resolve(candidate)
-    raise SourceError(f"--masks {masks}: no such folder (looked in the working folder and {src})")
+    raise SourceError(
+        f"{flag('masks', str(masks))}: no such folder (looked in the working folder and {src})"
+    )
 
 
 def _index_side(
@@ -209,7 +231,7 @@ def _detect_suffix(sides: list[tuple[dict, dict]], notes: list[str]) -> str:
     if rest and rest[0][1] == n:
         raise SourceError(
             f"mask names carry different suffixes ({best!r}, {rest[0][0]!r}) equally often; "
-            "pass --mask-suffix"
+            f"pass {flag('mask_suffix')}"
         )
     notes.append(f"detected mask suffix {best!r}: masks are named <image stem>{best} ({n} masks)")
     return best

@@ -56,6 +56,23 @@ class Folder:
 # Every folder walked, by POSIX path relative to the walk's top ("" is the top itself).
 Tree = dict[str, Folder]
 
+# Files whose presence marks a folder as packer's output: a finished or an unfinished pack.
+PACK_MARKERS = ("dataset.json", ".partial")
+
+
+@dataclass
+class Skips:
+    """Folders a walk leaves out: those named (the pack's own output folder, by device and
+    inode) and any packer output it meets; `skipped` collects what was left out and why."""
+
+    exclude: frozenset[tuple[int, int]] = frozenset()
+    skipped: list[str] = field(default_factory=list)
+
+    def notes(self) -> list[str]:
+        """One note per folder left out."""
+        return [f"not scanned: {s}" for s in self.skipped]
+
+
 # (image, split, mask, label) before the split policy, split "" meaning "not in a split
 # folder"; plain tuples keep a million samples cheap until the scan builds the Samples.
 Item = tuple[str, str, str | None, int | None]

@@ -15,7 +15,7 @@ from typing import Literal
 
 from .. import storage
 from ..errors import SourceError
-from .model import Folder, Rejection, Tree, join
+from .model import PACK_MARKERS, Folder, Rejection, Skips, Tree, join
 
 
 def locate(src: str | os.PathLike) -> Path:
@@ -49,6 +49,20 @@ def read_text(path: Path, shown: str, *, encoding: str = "utf-8") -> str:
         raise SourceError(f"cannot read {shown}: {exc}") from None
 
 
+def folder_key(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of a folder, to recognise it under any path; None if it is not one."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino) if os.path.isdir(path) else None
+
+
+def is_pack(path: Path) -> bool:
+    """Whether a folder holds packer output (a manifest or an unfinished pack's work folder)."""
+    return any(os.path.lexists(path / marker) for marker in PACK_MARKERS)
+
+
 def existing_files(top: Path, rels: list[str]) -> set[str]:
     """The given paths under top that are files, reading each folder once, not a stat per file."""
     present: set[str] = set()
@@ -69,14 +83,18 @@ def existing_files(top: Path, rels: list[str]) -> set[str]:
     return present
 
 
-def walk(top: Path, starts: list[str], rejected: list[Rejection]) -> Tree:
+def walk(
+    top: Path, starts: list[str], rejected: list[Rejection], skips: Skips | None = None
+) -> Tree:
     """Map each folder under top/start to its visible children; each real folder is read once.
 
     Hidden entries are skipped; unreadable folders, odd entries and folders reached twice
-    (symlink loops) are appended to rejected and not followed.
+    (symlink loops) are appended to rejected and not followed. Folders in `skips.exclude` and
+    packer output folders are not entered, and are named in `skips.skipped`.
     """
+    skips = skips or Skips()
     if storage.is_url(top):
-        return _walk_url(top, starts, rejected)
+        return _walk_url(top, starts, rejected, skips)
     tree: Tree = {}
     seen = set()
     for start in starts:
@@ -94,7 +112,7 @@ def walk(top: Path, starts: list[str], rejected: list[Rejection]) -> Tree:
             continue
         for entry in subdirs:
             child = join(rel, entry.name)
-            if _first_visit(entry, seen, child, rejected):
+            if _first_visit(entry, seen, child, rejected) and not _skipped(top, child, skips):
                 node.dirs.append(entry.name)
                 stack.append(child)
     return tree
@@ -122,6 +140,19 @@ def _sort_entries(entries, rel: str, node: Folder, rejected: list[Rejection]) ->
     return subdirs
 
 
+def _skipped(top: Path, child: str, skips: Skips) -> bool:
+    """Whether a folder is left out: the pack's own output folder, or another pack."""
+    if skips.exclude and folder_key(top / child) in skips.exclude:
+        skips.skipped.append(f"{child}/ (the output folder of this pack)")
+        return True
+    if is_pack(top / child):
+        skips.skipped.append(
+            f"{child}/ (a pack made by packer: it holds {' or '.join(PACK_MARKERS)})"
+        )
+        return True
+    return False
+
+
 def _first_visit(entry: os.DirEntry, seen: set, child: str, rejected: list[Rejection]) -> bool:
     """Record a folder's identity; False (and a rejection) when it was reached before."""
     try:
@@ -145,18 +176,27 @@ def _odd_entry_reason(entry: os.DirEntry) -> str:
     return "not a regular file or folder"
 
 
-def _walk_url(top: Path, starts: list[str], rejected: list[Rejection]) -> Tree:
-    """`walk` for sources at a URL: one listing per folder (object stores have no links)."""
+def _walk_url(top: Path, starts: list[str], rejected: list[Rejection], skips: Skips) -> Tree:
+    """`walk` for sources at a URL: one listing per folder (object stores have no links);
+    folders holding a pack are left out, as on disk."""
     tree: Tree = {}
     stack = list(starts)
     while stack:
         rel = stack.pop()
-        node = tree[rel] = Folder()
         try:
             entries = storage.scan_dir(top / rel if rel else top)
         except OSError as exc:
+            tree[rel] = Folder()
             rejected.append(Rejection(rel or ".", f"cannot read this folder ({exc})"))
             continue
+        if rel not in starts and any(name in PACK_MARKERS for name, _ in entries):
+            parent, _, name = rel.rpartition("/")
+            tree[parent].dirs.remove(name)
+            skips.skipped.append(
+                f"{rel}/ (a pack made by packer: it holds {' or '.join(PACK_MARKERS)})"
+            )
+            continue
+        node = tree[rel] = Folder()
         for name, is_dir in entries:
             if name.startswith("."):
                 continue

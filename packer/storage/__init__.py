@@ -36,6 +36,7 @@ __all__ = [
     "download",
     "exists",
     "file_size",
+    "free_space",
     "is_dir",
     "is_file",
     "is_url",
@@ -43,12 +44,16 @@ __all__ = [
     "lock",
     "make_dirs",
     "read_bytes",
+    "read_head_tail",
     "read_text",
+    "read_with_stat",
     "remove",
     "remove_tree",
     "scan_dir",
     "scheme",
     "sha256_file",
+    "stat",
+    "stat_many",
     "upload",
     "walk_files",
     "write_atomic",
@@ -66,9 +71,10 @@ def backend(path: str | os.PathLike) -> ModuleType:
     """The backend module that handles `path`; a clear error for a scheme nobody handles."""
     name = scheme(path)
     if name not in BACKENDS:
+        supported = ", ".join(f"{s}://" for s in BACKENDS if s != "file")
         raise StorageError(
-            f"{os.fspath(path)}: {name}:// paths are not supported by this packer "
-            f"(supported: plain paths and {', '.join(s + '://' for s in BACKENDS)})"
+            f"{os.fspath(path)}: {name}:// paths are not supported (plain paths and "
+            f"{supported} are)"
         )
     return importlib.import_module(BACKENDS[name])
 
@@ -87,6 +93,34 @@ def read_bytes(path: str | os.PathLike) -> bytes:
 
 def read_text(path: str | os.PathLike) -> str:
     return backend(path).read_text(_local(path))
+
+
+def read_with_stat(path: str | os.PathLike) -> tuple[bytes, int, int]:
+    """A file's bytes with its size and modification time (ns), taken before the read, so a
+    later change always shows as a newer time."""
+    return backend(path).read_with_stat(_local(path))
+
+
+def read_head_tail(path: str | os.PathLike, head: int, tail: int) -> tuple[bytes, bytes]:
+    """The first `head` and last `tail` bytes of a file (the whole file once when it is that
+    small: then the tail is empty)."""
+    return backend(path).read_head_tail(_local(path), head, tail)
+
+
+def stat(path: str | os.PathLike) -> tuple[int, int] | None:
+    """(size, modification time in ns) of a file; None when there is no such file."""
+    return backend(path).stat(_local(path))
+
+
+def stat_many(root: str | os.PathLike, rels: Iterable[str]) -> dict[str, tuple[int, int] | None]:
+    """`stat` of many files under one root, by path relative to it, in one call (a pack's
+    no-op check stats every source: per-call dispatch would cost more than the stats)."""
+    return backend(root).stat_many(_local(root), rels)
+
+
+def free_space(path: str | os.PathLike) -> int | None:
+    """Bytes free for writing at `path` (or its nearest existing parent); None if unknown."""
+    return backend(path).free_space(_local(path))
 
 
 def exists(path: str | os.PathLike) -> bool:
@@ -141,12 +175,15 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> None:
     backend(path).write_text_atomic(_local(path), text)
 
 
-def lock(path: str | os.PathLike, holder: str, force: bool = False) -> AbstractContextManager[None]:
+def lock(
+    path: str | os.PathLike, holder: str, remove: bool = False, force: bool = False
+) -> AbstractContextManager[None]:
     """Hold an exclusive lock file while the context runs; StorageError names the holder
-    when another process has it. `force` breaks a stale lock (where locks can go stale)."""
-    if force:
-        return backend(path).lock(_local(path), holder, force=True)
-    return backend(path).lock(_local(path), holder)
+    when another process has it. `remove`: delete the lock file, and its folder if that is
+    then empty, before letting go. `force` breaks a stale lock (where locks can go stale)."""
+    if force and is_url(path):  # a local lock vanishes with its process: never stale
+        return backend(path).lock(_local(path), holder, remove, force=True)
+    return backend(path).lock(_local(path), holder, remove)
 
 
 def walk_files(path: str | os.PathLike, prefix: str) -> Iterator[str]:

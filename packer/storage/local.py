@@ -133,6 +133,53 @@ def read_text(path: Path) -> str:
     return path.read_text(encoding="utf-8")
 
 
+def read_with_stat(path: Path) -> tuple[bytes, int, int]:
+    with open(path, "rb") as f:
+        info = os.fstat(f.fileno())
+        return f.read(), info.st_size, info.st_mtime_ns
+
+
+def read_head_tail(path: Path, head: int, tail: int) -> tuple[bytes, bytes]:
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size <= head + tail:
+            return f.read(), b""
+        start = f.read(head)
+        f.seek(size - tail)
+        return start, f.read(tail)
+
+
+def stat(path: Path) -> tuple[int, int] | None:
+    try:
+        info = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return info.st_size, info.st_mtime_ns
+
+
+def stat_many(root: Path, rels: Iterable[str]) -> dict[str, tuple[int, int] | None]:
+    found: dict[str, tuple[int, int] | None] = {}
+    top = os.fspath(root) + os.sep
+    for rel in rels:
+        try:
+            info = os.stat(top + rel)
+        except (FileNotFoundError, NotADirectoryError):
+            found[rel] = None
+            continue
+        found[rel] = (info.st_size, info.st_mtime_ns)
+    return found
+
+
+def free_space(path: Path) -> int | None:
+    path = path.absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    try:
+        return shutil.disk_usage(path).free
+    except OSError:
+        return None
+
+
 def exists(path: Path) -> bool:
     return path.exists()
 
@@ -181,22 +228,52 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 
 @contextlib.contextmanager
-def lock(path: Path, holder: str) -> Iterator[None]:
+def lock(path: Path, holder: str, remove: bool = False) -> Iterator[None]:
     """A POSIX record lock on `path`: it belongs to this process alone (forked workers do not
     inherit it) and vanishes with the process, however it dies. The file holds `holder` while
-    locked, so a refused process can say who has it (LockHeldError.holder)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as f:
-        try:
-            fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            f.seek(0)
-            raise LockHeldError(str(path), f.read().strip() or "another process") from None
+    locked, so a refused process can say who has it (LockHeldError.holder).
+
+    With `remove`, the file (and its folder, if then empty) is deleted before the lock is let
+    go; a process that opened the old file meanwhile sees that its lock is on a deleted file
+    and tries again on a new one.
+    """
+    f = _locked_file(path)
+    try:
         f.seek(0)
         f.truncate()
         f.write(holder)
         f.flush()
         yield
+    finally:
+        if remove:
+            path.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                path.parent.rmdir()
+        f.close()
+
+
+def _locked_file(path: Path):
+    """Open and lock `path`, retrying while its previous holder deletes it under us."""
+    while True:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            f = open(path, "a+")  # noqa: SIM115 (held open for the lock's lifetime)
+        except FileNotFoundError:  # the folder was removed between mkdir and open
+            continue
+        try:
+            fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.seek(0)
+            text = f.read().strip()
+            f.close()
+            raise LockHeldError(str(path), text or "another process") from None
+        try:
+            current = os.stat(path).st_ino
+        except FileNotFoundError:
+            current = None
+        if current == os.fstat(f.fileno()).st_ino:
+            return f
+        f.close()
 
 
 def scan_dir(path: Path) -> list[tuple[str, bool]]:

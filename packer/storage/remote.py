@@ -28,6 +28,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from ..errors import LockHeldError, StorageError
+from ..flags import flag
 from .local import COPY_BLOCK, FileInfo
 from .url import url_scheme
 
@@ -51,7 +52,8 @@ def _fs(url: str):
     except ImportError as exc:
         package = _INSTALL.get(scheme, f"an fsspec backend for {scheme}://")
         raise StorageError(
-            f"{url}: {scheme}:// needs {package} (pip install 'packer[remote]'): {exc}"
+            f"{url}: remote paths ({scheme}://) need {package}, which is not installed "
+            f"(pip install 'packer[remote]'): {exc}"
         ) from None
 
 
@@ -103,6 +105,83 @@ def read_bytes(url: str) -> bytes:
 @_clear_errors
 def read_text(url: str) -> str:
     return read_bytes(url).decode("utf-8")
+
+
+def _mtime_ns(info: dict) -> int:
+    """An object's modification time in ns, whole seconds (what every listing and HEAD of a
+    store agree on), 0 when the store keeps none."""
+    for key in ("LastModified", "mtime", "last_modified", "updated", "created"):
+        value = info.get(key)
+        if value is None:
+            continue
+        if hasattr(value, "timestamp"):
+            value = value.timestamp()
+        elif isinstance(value, str):
+            from datetime import datetime
+
+            value = datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        return int(float(value)) * 10**9
+    return 0
+
+
+@_clear_errors
+def read_with_stat(url: str) -> tuple[bytes, int, int]:
+    """An object's bytes with its size and time, the time taken first (a later change shows
+    as a newer time)."""
+    fs = _fs(url)
+    info = fs.info(url)
+    data = fs.cat_file(url)
+    return data, len(data), _mtime_ns(info)
+
+
+@_clear_errors
+def read_head_tail(url: str, head: int, tail: int) -> tuple[bytes, bytes]:
+    fs = _fs(url)
+    size = int(fs.info(url)["size"])
+    if size <= head + tail:
+        return fs.cat_file(url), b""
+    return fs.cat_file(url, start=0, end=head), fs.cat_file(url, start=size - tail, end=size)
+
+
+@_clear_errors
+def stat(url: str) -> tuple[int, int] | None:
+    try:
+        info = _fs(url).info(url)
+    except FileNotFoundError as exc:
+        if _no_bucket(exc):
+            raise
+        return None
+    if info.get("type") != "file":
+        return None
+    return int(info["size"]), _mtime_ns(info)
+
+
+STAT_ONE_BY_ONE = 64  # fewer files than this are asked one by one, more through one listing
+
+
+@_clear_errors
+def stat_many(root: str, rels) -> dict[str, tuple[int, int] | None]:
+    """`stat` of many objects under `root`: one recursive listing rather than a request each."""
+    rels = list(rels)
+    if len(rels) < STAT_ONE_BY_ONE:
+        return {rel: stat(f"{root.rstrip('/')}/{rel}") for rel in rels}
+    fs = _fs(root)
+    top = fs._strip_protocol(root).rstrip("/") + "/"
+    try:
+        listing = fs.find(root, detail=True)
+    except FileNotFoundError:
+        listing = {}
+    found = {
+        name[len(top) :]: (int(info["size"]), _mtime_ns(info))
+        for name, info in listing.items()
+        if name.startswith(top) and info.get("type") == "file"
+    }
+    return {rel: found.get(rel) for rel in rels}
+
+
+def free_space(url: str) -> int | None:
+    """Object stores have no free space to check."""
+    return None
 
 
 @_clear_errors
@@ -339,13 +418,14 @@ def _lock_body(owner: dict) -> bytes:
 
 
 @contextlib.contextmanager
-def lock(url: str, holder: str, force: bool = False) -> Iterator[None]:
+def lock(url: str, holder: str, remove: bool = True, force: bool = False) -> Iterator[None]:
     """Hold a lock object at `url` while the context runs.
 
     The object holds its owner (host, boot, pid, a token) and a time that a heartbeat thread
     renews. Another process is refused (LockHeldError naming the holder) while the lock is
     held; a lock whose owner provably died on this machine is taken over; a lock without a
-    heartbeat for STALE_AFTER seconds is broken only with `force`.
+    heartbeat for STALE_AFTER seconds is broken only with `force`. The object is always
+    removed on release (`remove` is for the local backend's lock files).
     """
     fs = _fs(url)
     owner = {
@@ -383,7 +463,7 @@ def _acquire(url: str, fs, owner: dict, force: bool) -> None:
             if _is_dead(current) or (force and stale):
                 fs.rm_file(url)
                 continue
-            hint = "; stale: pass --force to break it" if stale else ""
+            hint = f"; stale: pass {flag('force', True)} to break it" if stale else ""
             raise LockHeldError(url, describe(current, now) + hint) from None
         current = _read_lock(fs, url)  # stores without exclusive create: who won the race?
         if current and current.get("token") == owner["token"]:

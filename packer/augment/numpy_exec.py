@@ -1,0 +1,184 @@
+"""NumPy/OpenCV executor: one cv2.warpAffine per image and per mask, in-place colour.
+
+Used by the NumPy readers (Keras `PackedSequence`, `packer.torch` on CPU). OpenCV's maps
+take pixel centres at integers, the convention `AugmentParams.matrix` is written in.
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+from packer.augment.params import AugmentParams
+
+BORDERS = {
+    "constant": cv2.BORDER_CONSTANT,
+    "nearest": cv2.BORDER_REPLICATE,
+    "reflect": cv2.BORDER_REFLECT,  # dcba|abcd|dcba, scipy's "reflect"
+    "wrap": cv2.BORDER_WRAP,
+}
+# Shrinking by this factor or more first averages source pixels (INTER_AREA).
+AREA_SHRINK = 2.0
+
+
+def _check(images: np.ndarray, masks: np.ndarray | None, params: AugmentParams) -> None:
+    if images.dtype != np.uint8 or images.ndim != 4 or not 1 <= images.shape[3] <= 4:
+        raise ValueError(
+            f"images must be uint8 [B, H, W, C] with C <= 4, got {images.dtype} {images.shape}"
+        )
+    if images.shape[0] != len(params) or tuple(images.shape[1:3]) != params.in_hw:
+        raise ValueError(
+            f"images {images.shape} do not match the parameters "
+            f"({len(params)} samples of {params.in_hw})"
+        )
+    if masks is not None and (
+        masks.dtype not in (np.uint8, np.uint16) or masks.shape != images.shape[:3]
+    ):
+        raise ValueError(
+            f"masks must be uint8/uint16 [B, H, W] matching the images {images.shape[:3]}, "
+            f"got {masks.dtype} {masks.shape}"
+        )
+
+
+def _output(given: np.ndarray | None, shape: tuple, dtype, name: str) -> np.ndarray:
+    if given is None:
+        return np.empty(shape, dtype)
+    if given.shape != shape or given.dtype != dtype or not given.flags.c_contiguous:
+        raise ValueError(
+            f"out {name} must be a C-contiguous {np.dtype(dtype)} array of shape {shape}, "
+            f"got {given.dtype} {given.shape}"
+        )
+    return given
+
+
+def shrink_factors(matrix: np.ndarray) -> np.ndarray:
+    """[B, 2] whole source pixels per output pixel along x and y (row norms of the map)."""
+    return np.floor(np.hypot(matrix[:, :, 0], matrix[:, :, 1]))
+
+
+def _area_preshrink(
+    image: np.ndarray, matrix: np.ndarray, factors: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Average the source down by ``factors`` (x, y); the matrix that maps into the result."""
+    h, w = image.shape[:2]
+    fx, fy = max(factors[0], 1.0), max(factors[1], 1.0)
+    ws, hs = max(1, round(w / fx)), max(1, round(h / fy))
+    small = cv2.resize(image, (ws, hs), interpolation=cv2.INTER_AREA)
+    sx, sy = ws / w, hs / h
+    scaled = matrix * np.array([[sx], [sy]])
+    scaled[:, 2] += np.array([0.5 * sx - 0.5, 0.5 * sy - 0.5])
+    return small.reshape(hs, ws, *image.shape[2:]), scaled
+
+
+def apply(
+    images: np.ndarray,
+    masks: np.ndarray | None,
+    params: AugmentParams,
+    *,
+    out: tuple[np.ndarray | None, np.ndarray | None] | None = None,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Warp ``images`` (bilinear) and ``masks`` (nearest) by ``params``; colour the images.
+
+    images: uint8 [B, H, W, C]; masks: uint8/uint16 [B, H, W] or None. Out-of-frame mask
+    pixels become ``params.ignore_index``; images fill per ``params.fill_mode``. ``out``
+    is an optional (images, masks) pair of C-contiguous arrays to write into.
+    Returns (images, masks) of ``params.out_hw``.
+    """
+    _check(images, masks, params)
+    images = np.ascontiguousarray(images)
+    masks = None if masks is None else np.ascontiguousarray(masks)
+    b, _, _, c = images.shape
+    ho, wo = params.out_hw
+    out_images, out_masks = out if out is not None else (None, None)
+    out_images = _output(out_images, (b, ho, wo, c), np.uint8, "images")
+    if masks is not None:
+        out_masks = _output(out_masks, (b, ho, wo), masks.dtype, "masks")
+    warp_image = _ImageWarp(params, c)
+    mask_matrix = params.mask_matrix if masks is not None else None
+    mask_fill = (params.ignore_index,) * 4
+    factors = shrink_factors(params.matrix)
+    shrink = factors.max(axis=1) >= AREA_SHRINK
+    for i in range(b):
+        src, matrix = images[i], params.matrix[i]
+        if shrink[i]:  # bilinear sampling alone would skip source pixels and alias
+            src, matrix = _area_preshrink(src, matrix, factors[i])
+        warp_image(src, matrix, out_images[i])
+        if params.has_colour:  # while the image is still in cache
+            colour(out_images[i].reshape(ho, wo * c), params, i)
+        if masks is not None:
+            dst = out_masks[i]
+            got = cv2.warpAffine(
+                masks[i],
+                mask_matrix[i],
+                (wo, ho),
+                dst=dst,
+                flags=cv2.INTER_NEAREST | cv2.WARP_INVERSE_MAP,
+                borderMode=cv2.BORDER_CONSTANT,
+                borderValue=mask_fill,
+            )
+            if got is not dst:
+                dst[...] = got
+    return out_images, out_masks
+
+
+class _ImageWarp:
+    """Bilinear warps of one batch's images, through reused RGBA buffers for RGB.
+
+    OpenCV's vectorised warpAffine serves 1 and 4 channels; RGB takes a path about twice
+    as slow, more than the two cvtColor passes that add and drop an alpha channel cost.
+    """
+
+    def __init__(self, params: AugmentParams, channels: int) -> None:
+        self.size = (params.out_hw[1], params.out_hw[0])
+        self.border = BORDERS[params.fill_mode]
+        self.fill = (params.cval,) * 4
+        self.rgb = channels == 3
+        self.rgba_in: np.ndarray | None = None
+        self.rgba_out = np.empty((*params.out_hw, 4), np.uint8) if self.rgb else None
+
+    def __call__(self, src: np.ndarray, matrix: np.ndarray, dst: np.ndarray) -> None:
+        target = dst
+        if self.rgb:
+            if self.rgba_in is None or self.rgba_in.shape[:2] != src.shape[:2]:
+                self.rgba_in = np.empty((*src.shape[:2], 4), np.uint8)
+            src = cv2.cvtColor(src, cv2.COLOR_RGB2RGBA, dst=self.rgba_in)
+            target = self.rgba_out
+        elif src.shape[2] == 1:  # OpenCV drops a single channel axis; warp the 2-D views
+            src, target = src[..., 0], dst[..., 0]
+        got = cv2.warpAffine(
+            src,
+            matrix,
+            self.size,
+            dst=target,
+            flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
+            borderMode=self.border,
+            borderValue=self.fill,
+        )
+        if got is not target:
+            target[...] = got.reshape(target.shape)
+        if self.rgb:
+            got = cv2.cvtColor(target, cv2.COLOR_RGBA2RGB, dst=dst)
+            if got is not dst:
+                dst[...] = got
+
+
+def colour(flat: np.ndarray, params: AugmentParams, i: int) -> None:
+    """Sample ``i``'s channel shift then brightness, in place on its [H, W*C] view.
+
+    z = clip(v + round(shift), lo, hi), lo/hi the image's own range (ImageDataGenerator
+    clips there); then round(z * brightness), saturated. Saturating SIMD arithmetic: a
+    cv2.LUT is a scalar loop, several times slower here.
+    """
+    if params.channel_shift is not None:
+        shift = int(np.rint(params.channel_shift[i]))
+        lo, hi, _, _ = cv2.minMaxLoc(flat)
+        if shift > 0:
+            cv2.add(flat, shift, dst=flat)  # saturates at 255 itself
+            if hi < 255:
+                cv2.min(flat, hi, dst=flat)
+        elif shift < 0:
+            cv2.subtract(flat, -shift, dst=flat)  # saturates at 0 itself
+            if lo > 0:
+                cv2.max(flat, lo, dst=flat)
+    if params.brightness is not None:
+        cv2.convertScaleAbs(flat, dst=flat, alpha=float(params.brightness[i]))

@@ -1,0 +1,169 @@
+"""In-graph TensorFlow executor: ImageProjectiveTransformV3 per batch, same parameters.
+
+Runs wherever the graph runs (tf.data map, a model's first layer). TensorFlow's transform
+takes output pixel -> input pixel maps with pixel centres at integers, the convention of
+`AugmentParams.matrix`, so the matrices pass through unchanged. TensorFlow is imported on
+first use only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from packer.augment.params import MASK_NUDGE, AugmentParams
+from packer.augment.spec import Augment
+
+_FILL = {"constant": "CONSTANT", "nearest": "NEAREST", "reflect": "REFLECT"}
+
+
+def _tf():
+    import tensorflow as tf
+
+    return tf
+
+
+def _transforms(matrix) -> Any:
+    """[B, 2, 3] maps -> the [B, 8] float32 rows ImageProjectiveTransformV3 takes."""
+    tf = _tf()
+    matrix = tf.cast(tf.reshape(matrix, [-1, 6]), tf.float32)
+    return tf.concat([matrix, tf.zeros([tf.shape(matrix)[0], 2], tf.float32)], axis=1)
+
+
+def _wrap_bilinear(images, matrix, out_hw: tuple[int, int]) -> Any:
+    """Periodic bilinear sampling by hand: TensorFlow's own WRAP mode blends the fill
+    value into the seam between the last and the first pixel instead of wrapping."""
+    tf = _tf()
+    shape = tf.shape(images)
+    b, h, w, c = shape[0], shape[1], shape[2], shape[3]
+    ys, xs = tf.meshgrid(tf.range(out_hw[0]), tf.range(out_hw[1]), indexing="ij")
+    base = tf.cast(tf.stack([xs, ys, tf.ones_like(xs)], axis=-1), tf.float32)
+    points = tf.einsum("bij,hwj->bhwi", tf.cast(matrix, tf.float32), base)
+    wf, hf = tf.cast(w, tf.float32), tf.cast(h, tf.float32)
+    x, y = tf.math.floormod(points[..., 0], wf), tf.math.floormod(points[..., 1], hf)
+    x0, y0 = tf.floor(x), tf.floor(y)
+    fx, fy = (x - x0)[..., None], (y - y0)[..., None]
+    x0, y0 = tf.cast(x0, tf.int32) % w, tf.cast(y0, tf.int32) % h
+    x1, y1 = (x0 + 1) % w, (y0 + 1) % h
+    flat = tf.reshape(images, [b, h * w, c])
+
+    def at(yy, xx):
+        return tf.gather(flat, yy * w + xx, batch_dims=1)
+
+    top = at(y0, x0) * (1 - fx) + at(y0, x1) * fx
+    bottom = at(y1, x0) * (1 - fx) + at(y1, x1) * fx
+    return top * (1 - fy) + bottom * fy
+
+
+def warp(
+    images,
+    masks,
+    matrix,
+    brightness,
+    channel_shift,
+    *,
+    out_hw: tuple[int, int],
+    fill_mode: str = "nearest",
+    cval: float = 0.0,
+    ignore_index: int = 255,
+) -> tuple[Any, Any]:
+    """Apply [B, 2, 3] ``matrix`` (tensors or arrays) to uint8 images [B,H,W,C] and masks.
+
+    ``masks`` [B, H, W] (or None) are sampled nearest with out-of-frame pixels set to
+    ``ignore_index``; ``brightness`` / ``channel_shift`` [B] (or None) colour the images.
+    """
+    tf = _tf()
+    images = tf.convert_to_tensor(images)
+    transforms = _transforms(matrix)
+    shape = tf.constant(out_hw, tf.int32)
+    if fill_mode == "wrap":
+        warped = _wrap_bilinear(tf.cast(images, tf.float32), matrix, out_hw)
+    else:
+        warped = tf.raw_ops.ImageProjectiveTransformV3(
+            images=tf.cast(images, tf.float32),
+            transforms=transforms,
+            output_shape=shape,
+            fill_value=tf.constant(cval, tf.float32),
+            interpolation="BILINEAR",
+            fill_mode=_FILL[fill_mode],
+        )
+    warped = tf.clip_by_value(tf.round(warped), 0.0, 255.0)
+    if channel_shift is not None:  # the NumPy executor's formula (numpy_exec.colour)
+        shift = tf.round(tf.reshape(tf.cast(channel_shift, tf.float32), [-1, 1, 1, 1]))
+        lo = tf.reduce_min(warped, axis=[1, 2, 3], keepdims=True)
+        hi = tf.reduce_max(warped, axis=[1, 2, 3], keepdims=True)
+        warped = tf.clip_by_value(warped + shift, lo, hi)
+    if brightness is not None:
+        warped = warped * tf.reshape(tf.cast(brightness, tf.float32), [-1, 1, 1, 1])
+        warped = tf.clip_by_value(tf.round(warped), 0.0, 255.0)
+    out_images = tf.cast(warped, tf.uint8)
+    if masks is None:
+        return out_images, None
+    masks = tf.convert_to_tensor(masks)
+    nudge = tf.constant([0, 0, MASK_NUDGE, 0, 0, MASK_NUDGE, 0, 0], tf.float32)
+    out_masks = tf.raw_ops.ImageProjectiveTransformV3(
+        images=masks[..., None],
+        transforms=transforms + nudge,
+        output_shape=shape,
+        fill_value=tf.constant(ignore_index, tf.float32),
+        interpolation="NEAREST",
+        fill_mode="CONSTANT",
+    )
+    return out_images, out_masks[..., 0]
+
+
+def apply(images, masks, params: AugmentParams) -> tuple[Any, Any]:
+    """Apply drawn `AugmentParams` to uint8 images [B,H,W,C] and masks [B,H,W] or None."""
+    return warp(
+        images,
+        masks,
+        params.matrix,
+        params.brightness,
+        params.channel_shift,
+        out_hw=params.out_hw,
+        fill_mode=params.fill_mode,
+        cval=params.cval,
+        ignore_index=params.ignore_index,
+    )
+
+
+def augment(aug: Augment, images, masks, epoch, indices) -> tuple[Any, Any]:
+    """Draw (through tf.numpy_function, the same NumPy draw) and apply, inside a graph.
+
+    ``images`` need a static height and width; ``epoch`` is a scalar and ``indices`` the
+    [B] sample indices, both tensors or numbers (in tf.data, map over them).
+    """
+    tf = _tf()
+    images = tf.convert_to_tensor(images)
+    in_hw = (int(images.shape[1]), int(images.shape[2]))
+    out_hw = aug.output_hw(in_hw)
+
+    def numbers(epoch_value: np.ndarray, index_values: np.ndarray):
+        p = aug.draw(int(epoch_value), index_values, in_hw)
+        n = len(p)
+        ones, zeros = np.ones(n, np.float32), np.zeros(n, np.float32)
+        return (
+            p.matrix.astype(np.float32),
+            ones if p.brightness is None else p.brightness,
+            zeros if p.channel_shift is None else p.channel_shift,
+        )
+
+    matrix, brightness, shift = tf.numpy_function(
+        numbers,
+        [tf.cast(epoch, tf.int64), tf.cast(indices, tf.int64)],
+        [tf.float32, tf.float32, tf.float32],
+        stateful=False,
+    )
+    matrix = tf.ensure_shape(matrix, [None, 2, 3])
+    return warp(
+        images,
+        masks,
+        matrix,
+        brightness if aug.brightness_range is not None else None,
+        shift if aug.channel_shift_range else None,
+        out_hw=out_hw,
+        fill_mode=aug.fill_mode,
+        cval=aug.cval,
+        ignore_index=aug.ignore_index,
+    )

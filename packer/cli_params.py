@@ -1,0 +1,99 @@
+"""Parameter types of the command line: sizes, byte counts, split specs, paths and URLs checked
+through the storage seam, and every registered format's own options."""
+
+from __future__ import annotations
+
+import re
+
+import click
+
+from . import storage
+from .errors import PackError
+from .formats import FormatOption, all_options
+from .sources import parse_split_spec
+
+_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9}
+_UNITS |= {"gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
+FORMAT_OPTIONS = all_options()  # every format's own options, each with the formats taking it
+FORMAT_OPTION_NAMES = tuple(spec.name for spec, _ in FORMAT_OPTIONS)
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    """`480x352` -> (480, 352) as WIDTHxHEIGHT; `224` -> (224, 224)."""
+    match = re.fullmatch(r"\s*(\d+)\s*(?:[xX×]\s*(\d+))?\s*", text)
+    if not match:
+        raise click.BadParameter(f"{text!r} is not WIDTHxHEIGHT (e.g. 480x352) or one number")
+    width = int(match[1])
+    height = int(match[2] or width)
+    if width == 0 or height == 0:
+        raise click.BadParameter(f"{text!r}: width and height must be positive (e.g. 480x352)")
+    return width, height
+
+
+def parse_bytes(text: str) -> int:
+    """`256MB`, `1GiB`, `1000000` -> bytes."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", text)
+    if not match or match[2].lower() not in _UNITS:
+        raise click.BadParameter(f"{text!r} is not a size in bytes (e.g. 256MB, 1GiB, 1000000)")
+    return int(float(match[1]) * _UNITS[match[2].lower()])
+
+
+def size_option(ctx, param, value):
+    """--size: WIDTHxHEIGHT or one number, None when not given."""
+    return None if value is None else parse_size(value)
+
+
+def bytes_option(ctx, param, value):
+    """--shard-size: a byte count with an optional unit."""
+    return parse_bytes(value)
+
+
+def split_option(ctx, param, value):
+    """--split: name=fraction pairs, checked."""
+    if value is None:
+        return None
+    try:
+        return parse_split_spec(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def location(ctx, param, value):
+    """A path or URL argument, checked through the storage seam: a URL no backend handles is
+    a usage error here, never a local folder named `s3:`."""
+    if value is None:
+        return None
+    try:
+        storage.backend(value)
+    except PackError as exc:
+        raise click.BadParameter(str(exc)) from None
+    return value
+
+
+def existing(ctx, param, value):
+    """A path that must exist (SRC, a pack folder). A URL is checked where it is used: a
+    missing credential or bucket then ends as one `Error:` line, not a usage error."""
+    value = location(ctx, param, value)
+    if value is not None and not storage.is_url(value) and not storage.exists(value):
+        raise click.BadParameter(f"{value}: no such file or folder")
+    return value
+
+
+def _format_option(spec: FormatOption, names: tuple[str, ...]):
+    """The click option of one format option; unset (None) unless given, so a format's
+    default applies and an option given for another format is refused by the plan."""
+    flag = "--" + spec.name.replace("_", "-")
+    text = f"{', '.join(names)}: {spec.help}"
+    if spec.flag:
+        return click.option(
+            flag, spec.name, is_flag=True, default=None, show_default="off", help=f"{text}."
+        )
+    kind = click.Choice(spec.choices) if spec.choices else click.IntRange(*spec.range)
+    return click.option(flag, spec.name, type=kind, show_default=str(spec.default), help=f"{text}.")
+
+
+def format_options(command):
+    """Add every registered format's options to `command`, in registry order."""
+    for spec, names in reversed(FORMAT_OPTIONS):
+        command = _format_option(spec, names)(command)
+    return command

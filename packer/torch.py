@@ -1,0 +1,250 @@
+"""`packer.torch`: PyTorch datasets over a pack, thin adapters over `reading.Loader`.
+
+    ds = packer.torch.PackedDataset(DIR, "train", batch_size=64, seed=0)
+    loader = DataLoader(ds, batch_size=None, num_workers=2, pin_memory=True,
+                        persistent_workers=True)
+    for epoch in range(first_epoch, epochs):
+        ds.set_epoch(epoch)
+        for step, (images, targets) in enumerate(loader):
+            ...
+            checkpoint["data"] = ds.state_dict(batches=step + 1)
+
+Items are whole batches: the DataLoader gets `batch_size=None` (a PackedDataset refuses
+another), no `shuffle`, sampler or DistributedSampler: the dataset orders and shards itself.
+A fresh dataset given `load_state_dict(checkpoint["data"])` yields exactly the batches the
+interrupted run had left, with any number of workers; torchdata's StatefulDataLoader saves
+and restores the same position itself. Both datasets pickle without open files (each worker
+opens the shards) and share their position (epoch, first batch of the pass) with the workers
+through a tiny shared-memory tensor, so `set_epoch` and `load_state_dict` reach persistent
+workers too. Workers hand batches over in reusable shared-memory slots (`reading.handoff`).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset, IterableDataset, get_worker_info
+
+from .reading import handoff
+from .reading.loader import Loader
+
+if TYPE_CHECKING:
+    from .augment import Augment
+
+LAYOUTS = ("NHWC", "NCHW")
+
+
+def _distributed(rank: int | None, world_size: int | None) -> tuple[int, int]:
+    """Explicit values, else torch.distributed's when it is initialised, else one process."""
+    dist = torch.distributed
+    active = dist.is_available() and dist.is_initialized()
+    if world_size is None:
+        world_size = dist.get_world_size() if active else 1
+    if rank is None:
+        rank = dist.get_rank() if active else 0
+    return rank, world_size
+
+
+class _Packed:
+    """What both datasets share: the Loader, tensors out of its batches, epoch and state."""
+
+    default_shuffle: bool | str = True
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        split: str = "train",
+        batch_size: int = 32,
+        shuffle: bool | str | None = None,
+        drop_remainder: bool = False,
+        one_hot: bool = False,
+        normalize: str | None = None,
+        seed: int | None = None,
+        rank: int | None = None,
+        world_size: int | None = None,
+        augment: Augment | None = None,
+        layout: str = "NHWC",
+        uneven: str = "pad",
+        shuffle_window: int | None = None,
+        cache_dir: str | os.PathLike | None = None,
+    ) -> None:
+        if layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {LAYOUTS}, not {layout!r}")
+        rank, world_size = _distributed(rank, world_size)
+        shuffle = self.default_shuffle if shuffle is None else shuffle
+        self.loader = Loader(
+            path, split, batch_size, shuffle, one_hot, normalize, drop_remainder, seed,
+            shuffle_window, rank, world_size, uneven, augment, cache_dir=cache_dir,
+        )  # fmt: skip
+        self.layout = layout
+        self._position = torch.zeros(2, dtype=torch.int64).share_memory_()  # epoch, start
+        self._sender: handoff.Sender | None = None  # in a DataLoader worker
+
+    def __getstate__(self) -> dict:
+        return self.__dict__ | {"_sender": None}
+
+    def set_epoch(self, epoch: int) -> None:
+        """Epoch `epoch`'s order from now on, in every worker (the current one again keeps a
+        resumed position). Call it before each epoch, as with DistributedSampler."""
+        self._sync()
+        self.loader.set_epoch(epoch)
+        self._position[:] = torch.tensor([self.loader.epoch, self.loader.start])
+
+    def state_dict(self, batches: int | None = None) -> dict:
+        """The reading position after `batches` batches of the current pass (JSON-ready)."""
+        self._sync()
+        return self.loader.state_dict(batches or 0)
+
+    def load_state_dict(self, state: dict) -> None:
+        """Resume from `state` (same options; its seed is taken). Call before iterating."""
+        self.loader.load_state_dict(state)
+        self._position[:] = torch.tensor([self.loader.epoch, self.loader.start])
+
+    def _sync(self) -> int:
+        """Take the shared position; returns the batches left in the pass."""
+        self.loader.epoch, self.loader.start = self._position.tolist()
+        return len(self.loader) - self.loader.start
+
+    def _batch(self, index: int) -> tuple[torch.Tensor, torch.Tensor] | _Handed:
+        """Batch `index` of the current epoch: tensors, or in a DataLoader worker a parcel of
+        a shared slot that becomes those tensors in the process that unpickles it."""
+        if get_worker_info() is None or not handoff.AVAILABLE:
+            images, targets = self.loader.batch(index)
+            return _tensors([images, targets.astype(self._target_dtype, copy=False)], self.layout)
+        self._sender = self._sender or handoff.Sender()
+        raw = self.loader.augment is None and self.loader.transform.normalizer.mode is None
+        slot = self._read_into_slot(index) if raw else None
+        if slot is None:
+            images, targets = self.loader.batch(index)
+            slot = self._sender.take(
+                [(images.shape, images.dtype), (targets.shape, self._target_dtype)]
+            )
+            if slot is None:  # every slot still held by the consumer: the ordinary way
+                return _tensors([images, targets.astype(self._target_dtype)], self.layout)
+            np.copyto(slot.arrays[0], images)
+            np.copyto(slot.arrays[1], targets)
+        return _Handed(self._sender.parcel(slot), slot.arrays, self.layout)
+
+    def _read_into_slot(self, index: int) -> handoff.Slot | None:
+        """Uint8 images read straight into a free slot (one copy), targets beside them."""
+        loader, transform = self.loader, self.loader.transform
+        count = len(loader.indices(index))
+        fields = {f.name: (count, *f.shape) for f in loader.dataset.fields}
+        targets = fields[transform.target] + (
+            (transform.num_classes,) if transform.one_hot is not None else ()
+        )
+        slot = self._sender.take([(fields["images"], np.uint8), (targets, self._target_dtype)])
+        if slot is not None:
+            out = {f.name: np.empty(fields[f.name], f.dtype) for f in loader.dataset.fields}
+            arrays = loader.read(index, out=out | {"images": slot.arrays[0]})
+            np.copyto(slot.arrays[1], transform(arrays)[1])
+        return slot
+
+    @property
+    def _target_dtype(self) -> type:
+        """float32 one-hot, else int64 class ids (what torch's losses take)."""
+        return np.float32 if self.loader.transform.one_hot is not None else np.int64
+
+
+def _tensors(arrays: list[np.ndarray], layout: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """(images, targets) tensors sharing the arrays' memory; NCHW as a channels_last view."""
+    images, targets = (torch.from_numpy(a) for a in arrays)
+    return images.permute(0, 3, 1, 2) if layout == "NCHW" else images, targets
+
+
+class _Handed:
+    """A batch in a worker's slot: pickled, it travels as the slot; unpickled, it is tensors."""
+
+    def __init__(self, parcel: handoff.Parcel, arrays: list[np.ndarray], layout: str) -> None:
+        self.parcel, self.arrays, self.layout = parcel, arrays, layout
+
+    def __reduce__(self) -> tuple:
+        return _tensors, (self.parcel, self.layout)
+
+    def __iter__(self):
+        """`images, targets = batch` in the worker too (a collate_fn of one's own): tensors
+        there, which then travel the ordinary way."""
+        return iter(_tensors(self.arrays, self.layout))
+
+
+class PackedDataset(_Packed, Dataset):
+    """Item `i` is batch `i` of the current epoch: `(images, targets)` tensors.
+
+    Images uint8 `[B,H,W,3]` (`layout="NCHW"`: `[B,3,H,W]`, a channels_last view), float32
+    with `normalize`; targets int64 `[B]` or `[B,H,W]`, float32 one-hot with `one_hot=True`.
+    Use `DataLoader(ds, batch_size=None, num_workers=N, pin_memory=True,
+    persistent_workers=True)`, without `shuffle` or a sampler (the order is the dataset's,
+    seeded). `rank`/`world_size` (default: torch.distributed's) give each rank a disjoint
+    part of every epoch with the same number of batches (`uneven="pad"` or `"drop"`). A pack
+    at a URL is read through a local shard cache in `cache_dir` (default: the user's cache
+    folder), shared safely by the DataLoader's workers.
+    """
+
+    def __len__(self) -> int:
+        return self._sync()
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if not 0 <= index < self._sync():
+            raise IndexError(f"batch {index} out of range ({self._sync()} batches)")
+        return self._batch(self.loader.start + index)
+
+    def __getitems__(self, indices: list[int]) -> None:
+        """Called only when the DataLoader batches items itself: refuse, say what to do."""
+        raise TypeError(
+            "packer.torch.PackedDataset items are whole batches: give the DataLoader "
+            "batch_size=None (set the batch size on the dataset)"
+        )
+
+
+class PackedIterable(_Packed, IterableDataset):
+    """The same batches, streamed: worker w of W yields batches w, w+W, ... of the pass, so
+    the DataLoader's round robin over workers gives them in order, each exactly once.
+
+    `shuffle="windows"` by default: shards in a seeded order, shuffled within windows read
+    ahead as sequential runs. Give the DataLoader `batch_size=None` (a batch_size there would
+    stack whole batches; this cannot be detected from inside the dataset).
+    """
+
+    default_shuffle = "windows"
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._next: tuple[int, int] | None = None  # (next batch, stride) while iterating
+        self._resume: tuple[int, int] | None = None  # where the next iteration starts, if loaded
+
+    def __len__(self) -> int:
+        return self._sync()
+
+    def __iter__(self):
+        self._sync()
+        info = get_worker_info()
+        worker, workers = (info.id, info.num_workers) if info else (0, 1)
+        first, stride = self._resume or (self.loader.start + worker, workers)
+        self._resume = None
+        try:
+            for index in range(first, len(self.loader), stride):
+                self._next = (index + stride, stride)
+                yield self._batch(index)
+        finally:
+            self._next = None
+
+    def state_dict(self, batches: int | None = None) -> dict:
+        """As PackedDataset's; without `batches`, inside an iteration, this worker's own
+        position (what torchdata's StatefulDataLoader saves per worker)."""
+        if batches is not None or self._next is None:
+            return super().state_dict(batches)
+        return super().state_dict() | {"next": self._next[0], "stride": self._next[1]}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        if "next" in state:
+            info = get_worker_info()
+            if state["stride"] != (info.num_workers if info else 1):
+                raise ValueError(
+                    f"this is the state of one of {state['stride']} DataLoader workers "
+                    f"(torchdata's StatefulDataLoader saves them): resume with as many"
+                )
+            self._resume = (state["next"], state["stride"])

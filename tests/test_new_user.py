@@ -1,0 +1,425 @@
+"""What a new user hits (issue 13): mistakes without tracebacks, packs inside their source,
+folders of masks alone, dry runs that predict rejections, the default size, the Python API,
+lists, and the wording of messages and docs."""
+
+from __future__ import annotations
+
+import errno
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from PIL import Image
+
+import packer
+from packer import storage
+from packer.cli import main
+from packer.errors import PackError, SourceError, StorageError
+from packer.report import reason_kind
+from packer.synthetic import color_mask, make_classification, make_segmentation, shapes_scene
+from tests.corpus import write_classification_corpus
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def cli(*args: str):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory) -> dict[str, Path]:
+    """Sources and packs the wrong invocations are aimed at."""
+    root = tmp_path_factory.mktemp("new_user")
+    src = make_segmentation(root / "src", {"train": 6, "val": 2}, (32, 24))
+    packed = root / "packed"
+    packer.pack(src, out=packed, size=(16, 12), workers=1)
+    gz = root / "gz"
+    packer.pack(src, out=gz, format="tfrecord", compression="gzip", size=(16, 12), workers=1)
+    masks_only = root / "masks_only"
+    (masks_only / "train_labels").mkdir(parents=True)
+    for i in range(3):
+        _, mask = shapes_scene(np.random.default_rng(i), 32, 24)
+        Image.fromarray(color_mask(mask)).save(masks_only / "train_labels" / f"f{i}_L.png")
+    shutil.copy(src / "class_dict.csv", masks_only / "class_dict.csv")
+    (root / "empty").mkdir()
+    (root / "notes").mkdir()
+    (root / "notes" / "todo.txt").write_text("mine\n")
+    (root / "bad_classes.csv").write_text("colour\nred\n")
+    (root / "list.txt").write_text("a.png 1\n")
+    broken = root / "broken"
+    shutil.copytree(packed, broken)
+    (broken / "dataset.json").write_text("{ not json")
+    future = root / "future"
+    shutil.copytree(packed, future)
+    data = json.loads((future / "dataset.json").read_text())
+    (future / "dataset.json").write_text(json.dumps(data | {"format_version": 99}))
+    gone = root / "gone"
+    shutil.copytree(packed, gone)
+    next(gone.glob("train/*.images.npy")).unlink()
+    corpus = root / "corpus"
+    write_classification_corpus(corpus)
+    return {
+        "root": root,
+        "src": src,
+        "packed": packed,
+        "gz": gz,
+        "masks_only": masks_only,
+        "empty": root / "empty",
+        "notes": root / "notes",
+        "bad_classes": root / "bad_classes.csv",
+        "list_txt": root / "list.txt",
+        "broken": broken,
+        "future": future,
+        "gone": gone,
+        "corpus": corpus,
+    }
+
+
+# -- item 2: no traceback for a user's mistake ---------------------------------------------------
+
+
+WRONG = {
+    "missing SRC": ["pack", "{root}/nowhere"],
+    "zero size": ["pack", "{src}", "--size", "0x10"],
+    "size not a size": ["pack", "{src}", "--size", "big"],
+    "shard size not bytes": ["pack", "{src}", "--shard-size", "lots"],
+    "split fractions": ["pack", "{src}", "--split", "train=2"],
+    "unknown format": ["pack", "{src}", "--format", "zip"],
+    "quality without jpeg": ["pack", "{src}", "--out", "{root}/q", "--format", "recordio",
+                             "--quality", "50"],
+    "option of another format": ["pack", "{src}", "--out", "{root}/o", "--compression", "gzip"],
+    "index with gzip": ["pack", "{src}", "--out", "{root}/i", "--format", "tfrecord",
+                        "--compression", "gzip", "--index"],
+    "remote --out": ["pack", "{src}", "--out", "s3://bucket/x"],
+    "remote SRC": ["pack", "gs://bucket/raw"],
+    "masks without images": ["pack", "{masks_only}", "--out", "{root}/m"],
+    "a different pack in --out": ["pack", "{src}", "--out", "{packed}", "--size", "8x8"],
+    "a folder that is no pack": ["pack", "{src}", "--out", "{notes}"],
+    "missing --masks": ["pack", "{src}", "--masks", "{root}/nomasks"],
+    "empty SRC": ["pack", "{empty}"],
+    "bad class table": ["pack", "{src}", "--classes", "{bad_classes}"],
+    "list layout of a folder": ["pack", "{src}", "--layout", "list"],
+    "ignore index is a class": ["pack", "{src}", "--out", "{root}/x", "--ignore-index", "1"],
+    "a pack as SRC": ["pack", "{packed}"],
+    "SRC a text file": ["pack", "{list_txt}"],
+    "--root for a folder": ["pack", "{src}", "--root", "{root}"],
+    "zero workers": ["pack", "{src}", "--workers", "0"],
+    "strict on bad input": ["pack", "{corpus}", "--out", "{root}/c", "--strict", "--size", "8"],
+    "info of no pack": ["info", "{notes}"],
+    "info of a remote pack": ["info", "s3://bucket/packed"],
+    "info of a future pack": ["info", "{future}"],
+    "verify of no pack": ["verify", "{empty}"],
+    "verify of a broken manifest": ["verify", "{broken}"],
+    "verify --sources of a missing pack": ["verify", "{root}/nowhere", "--sources"],
+    "bench of a missing split": ["bench", "{packed}", "--split", "nope"],
+    "bench of a pack missing a shard": ["bench", "{gone}", "--seconds", "0.1"],
+    "preview into a missing folder": ["preview", "{packed}", "--out", "{root}/no/such/grid.png"],
+    "preview without an extension": ["preview", "{packed}", "--out", "{root}/grid"],
+    "preview of a missing split": ["preview", "{packed}", "--out", "{root}/g.png", "--split", "x"],
+    "preview of a pack missing a shard": ["preview", "{gone}", "--out", "{root}/g.png"],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(WRONG))
+def test_a_wrong_invocation_is_one_error_line_never_a_traceback(work, case, monkeypatch):
+    monkeypatch.chdir(work["root"])
+    args = [a.format(**work) for a in WRONG[case]]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code != 0, result.output
+    assert isinstance(result.exception, SystemExit), repr(result.exception)
+    assert "Traceback" not in result.output
+    assert re.search(r"^(Error: |Usage: )", result.output, re.M), result.output
+    assert not (work["root"] / "s3:").exists() and not (work["root"] / "gs:").exists()
+
+
+def test_at_least_25_wrong_invocations():
+    assert len(WRONG) >= 25
+
+
+def test_an_output_folder_without_write_permission_says_so(work, tmp_path, monkeypatch):
+    def refuse(path: Path) -> None:
+        raise PermissionError(errno.EACCES, "Permission denied", str(path))
+
+    monkeypatch.setattr(storage.local, "make_dirs", refuse)
+    result = cli("pack", work["src"], "--out", tmp_path / "out", "--size", "8")
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit)
+    assert f"Error: cannot write {tmp_path / 'out'}: permission denied" in result.output
+    assert "choose an --out folder you can write to" in result.output
+
+
+def test_a_read_only_file_system_says_so(work, tmp_path):
+    disk = tmp_path / "ro"
+    disk.mkdir()
+    mounted = (
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(disk)], capture_output=True
+        ).returncode
+        == 0
+    )
+    if not mounted:
+        pytest.skip("cannot mount a read-only file system here")
+    try:
+        result = cli("pack", work["src"], "--out", disk / "out", "--size", "8")
+    finally:
+        subprocess.run(["umount", str(disk)], check=False)
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+    assert "read-only file system" in result.output and "--out" in result.output
+
+
+def test_preview_and_bench_read_a_gzip_tfrecord_pack_in_file_order(work, tmp_path):
+    grid = tmp_path / "grid.png"
+    result = cli("preview", work["gz"], "--out", grid, "-n", "4")
+    assert result.exit_code == 0, result.output
+    assert "the first 4" in result.output and "'train'" in result.output
+    streamed = packer.open(work["gz"])["train"]
+    plain = packer.open(work["packed"])["train"]
+    first = next(streamed.records())
+    image, mask = plain[0]
+    assert np.array_equal(first["images"], image) and np.array_equal(first["masks"], mask)
+    assert np.array_equal(streamed[3][1], plain[3][1])
+    bench = cli("bench", work["gz"], "--seconds", "0.1", "--batch-size", "2", "--json")
+    assert bench.exit_code == 0, bench.output
+    rates = {r["name"]: r for r in json.loads(bench.output)["rates"]}
+    assert "in file order" in rates["packed reader, warm cache"]["note"]
+
+
+# -- item 3: --out inside SRC --------------------------------------------------------------------
+
+
+def test_an_output_folder_inside_the_source_is_left_out_of_every_scan(tmp_path):
+    src = make_classification(tmp_path / "photos", {"ants": 4, "bees": 4}, (32, 24))
+    ds = packer.pack(src, out=src / "packed", size=16, workers=1)
+    assert ds.class_names == ["ants", "bees"]
+    dry = cli("pack", src, "--dry-run")
+    assert dry.exit_code == 0, dry.output
+    assert "classes: 2: ants, bees" in dry.output
+    assert "not scanned: packed/ (a pack made by packer" in dry.output
+    again = packer.pack(src, out=src / "packed", size=16, workers=1)  # nothing to do
+    assert again.class_names == ["ants", "bees"] and again["train"].count == 8
+    (src / "empty_out").mkdir()  # an --out that exists, empty, inside SRC
+    plan = packer.packing.make_plan(src, src / "empty_out", size=16)
+    assert plan.scan.class_names == ["ants", "bees"]
+
+
+# -- item 4: a folder holding only masks ---------------------------------------------------------
+
+
+def test_a_folder_of_masks_alone_is_an_error_that_says_so(work, tmp_path):
+    with pytest.raises(SourceError, match=r"only mask folders \(train_labels/\).*train/"):
+        packer.packing.make_plan(work["masks_only"], size=8)
+    other = tmp_path / "labels_only"
+    shutil.copytree(work["masks_only"] / "train_labels", other / "labels")
+    shutil.copy(work["masks_only"] / "class_dict.csv", other)
+    with pytest.raises(SourceError, match="colour table for segmentation masks"):
+        packer.packing.make_plan(other, size=8)
+
+
+# -- item 5: the dry run predicts what the pack rejects ------------------------------------------
+
+
+def test_the_dry_run_predicts_every_rejection_of_the_pack(work, tmp_path):
+    dry = cli("pack", work["corpus"], "--dry-run", "--size", "8")
+    assert dry.exit_code == 0, dry.output
+    predicted = int(re.search(r"^rejected: (\d+)", dry.output, re.M)[1])
+    assert "only packing finds damaged compressed data" in dry.output
+    ds = packer.pack(work["corpus"], out=tmp_path / "c", size=8, workers=1)
+    rejected = ds.manifest["rejected"]
+    assert predicted == len(rejected) == 8  # 7 broken files + one loop, as the pack finds them
+    shown = set(re.findall(r"^  (\S.*?): ", dry.output, re.M))
+    assert shown == {r["path"] for r in rejected}
+
+
+def test_the_dry_run_predicts_a_mask_of_the_wrong_size(tmp_path):
+    src = make_segmentation(tmp_path / "src", {"train": 3}, (32, 24))
+    mask = src / "train_labels" / "scene_0001.png"
+    Image.open(mask).resize((30, 24)).save(mask)
+    dry = cli("pack", src, "--dry-run", "--size", "8")
+    assert "rejected: 1 (1 x mask is NxN pixels but its image train/scene_0001.png is NxN)" in (
+        dry.output
+    )
+    assert "split train: 3 samples (1 would be rejected)" in dry.output
+
+
+# -- item 6: the default size --------------------------------------------------------------------
+
+
+def test_without_a_size_the_median_rounded_to_16_is_chosen_and_said(tmp_path):
+    src = tmp_path / "mixed"
+    for name, (w, h) in {"a": (100, 80), "b": (200, 150), "c": (300, 200)}.items():
+        (src / "cls").mkdir(parents=True, exist_ok=True)
+        Image.new("RGB", (w, h), (9, 9, 9)).save(src / "cls" / f"{name}.png")
+    result = cli("pack", src, "--out", tmp_path / "out", "--workers", "1", "--no-progress")
+    assert result.exit_code == 0, result.output
+    assert packer.open(tmp_path / "out").image_shape == (144, 208, 3)
+    assert "208x144, the median image size (200x150) rounded to multiples of 16" in result.output
+    assert "from 100x80 to 300x200" in result.output
+    same = make_classification(tmp_path / "same", {"x": 2}, (40, 30))
+    plan = packer.packing.make_plan(same)
+    assert plan.config.geometry.size == (40, 30) and "the size of all 2 images" in plan.size_rule
+
+
+def test_a_pack_far_larger_than_the_free_space_is_refused_unless_forced(
+    work, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(storage, "free_space", lambda path: 1000)
+    out = tmp_path / "out"
+    result = cli("pack", work["src"], "--out", out, "--size", "16x12")
+    assert result.exit_code == 1 and "1.0 MB" not in result.output
+    assert "needs about" in result.output and "--force" in result.output
+    assert not out.exists()
+    monkeypatch.setattr(storage, "free_space", lambda path: 5000)  # needs 6.1 KB: a warning
+    warned = cli("pack", work["src"], "--out", out, "--size", "16x12", "--no-progress")
+    assert warned.exit_code == 0, warned.output
+    assert "warning: the pack needs about 0.0 MB" in warned.output
+    monkeypatch.setattr(storage, "free_space", lambda path: 1000)
+    forced = cli("pack", work["src"], "--out", out / "f", "--size", "16x12", "--force")
+    assert forced.exit_code == 0, forced.output
+
+
+# -- item 9: the Python API ----------------------------------------------------------------------
+
+
+def test_splits_have_len_repr_and_samples_by_index(work):
+    ds = packer.open(work["packed"])
+    train = ds["train"]
+    assert len(train) == 6
+    assert repr(train).startswith("<Split 'train' of ") and "6 samples" in repr(train)
+    assert "images 12x16x3 uint8" in repr(train)
+    image, mask = train[2]
+    batch = train.reader.read(np.arange(6))
+    assert np.array_equal(image, batch["images"][2]) and np.array_equal(mask, batch["masks"][2])
+    assert np.array_equal(train[-1][0], batch["images"][5])
+    with pytest.raises(IndexError):
+        train[6]
+
+
+def test_read_can_keep_the_order_asked(work):
+    reader = packer.open(work["packed"])["train"].reader
+    everything = {k: v.copy() for k, v in reader.read(np.arange(6)).items()}
+    asked = np.array([4, 1, 4, 0])
+    got = reader.read(asked, ordered=True)
+    assert np.array_equal(got["images"], everything["images"][asked])
+    assert np.array_equal(got["masks"], everything["masks"][asked])
+
+
+def test_class_weights_from_the_stored_counts(work, tmp_path):
+    ds = packer.open(work["packed"])
+    counts = np.array([ds.manifest["stats"]["class_pixels"][n] for n in ds.class_names], float)
+    weights = ds.class_weights()
+    present = counts > 0
+    expected = np.zeros_like(counts)
+    expected[present] = counts.sum() / (present.sum() * counts[present])
+    assert np.allclose(np.asarray(weights), expected) and np.asarray(weights).dtype == np.float32
+    assert set(weights) == set(range(len(ds.classes)))  # Keras' class_weight: a dict by index
+    median = ds.class_weights("median_frequency")
+    frequency = counts / counts.sum()
+    assert np.isclose(median[0], np.median(frequency[present]) / frequency[0])
+    with pytest.raises(ValueError, match="inverse"):
+        ds.class_weights("balanced")
+    cls = packer.pack(
+        make_classification(tmp_path / "c", {"a": 6, "b": 2}, (16, 16)), out=tmp_path / "o",
+        size=8, workers=1,
+    )  # fmt: skip
+    assert cls.class_weights() == {0: 8 / (2 * 6), 1: 8 / (2 * 2)}
+
+
+# -- item 10: lists ------------------------------------------------------------------------------
+
+
+def _images(folder: Path, names: list[str]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        Image.new("RGB", (16, 12), (50, 60, 70)).save(folder / name)
+
+
+def test_a_csv_split_column_header_detection_and_root(tmp_path):
+    _images(tmp_path / "pics", ["a.png", "b.png", "c.png", "d.png"])
+    lists = tmp_path / "lists"
+    lists.mkdir()
+    (lists / "all.csv").write_text(
+        "file,class,split\na.png,cat,train\nb.png,dog,train\nc.png,cat,val\nd.png,dog,test\n"
+    )
+    scan = packer.packing.make_plan(lists / "all.csv", size=8, root=tmp_path / "pics").scan
+    assert {s.image: s.split for s in scan.samples} == {
+        "a.png": "train", "b.png": "train", "c.png": "val", "d.png": "test"
+    }  # fmt: skip
+    assert scan.class_names == ["cat", "dog"] and scan.root == tmp_path / "pics"
+    (lists / "noheader.csv").write_text("cat,a.png\ndog,b.png\n")  # path in the second column
+    scan = packer.packing.make_plan(lists / "noheader.csv", size=8, root=tmp_path / "pics").scan
+    assert [(s.image, s.label) for s in scan.samples] == [("a.png", 0), ("b.png", 1)]
+    result = cli("pack", lists / "all.csv", "--root", tmp_path / "pics", "--dry-run", "--size", "8")
+    assert result.exit_code == 0 and "split val: 1 samples" in result.output, result.output
+
+
+# -- item 11: docs and messages ------------------------------------------------------------------
+
+
+def test_the_readme_use_block_runs_after_make_sample(tmp_path, monkeypatch):
+    text = README.read_text()
+    block = re.search(r"## Use\n.*?```sh\n(.*?)```", text, re.S)[1]
+    monkeypatch.chdir(tmp_path)
+    make_segmentation(Path("data/sample"), {"train": 6, "val": 2}, (64, 48))  # as `make sample`
+    commands = [line.split("#")[0].split() for line in block.splitlines()]
+    assert len(commands) == 6
+    for line, command in zip(block.splitlines(), commands, strict=True):
+        if command[:2] == ["packer", "bench"]:
+            command += ["--seconds", "0.1"]
+        args = command[1:] if command[0] == "packer" else command
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 0, (line, result.output)
+
+
+def test_the_readme_shows_ignore_class_for_keras():
+    text = README.read_text()
+    assert "SparseCategoricalCrossentropy(ignore_class=255)" in text
+
+
+def test_messages_say_what_a_new_user_needs(work, tmp_path):
+    assert reason_kind("no mask found for this image (looked for train/R0_f1.*)") == (
+        "no mask found for this image"
+    )
+    assert reason_kind("image is 30000x30000 pixels, over the limit") == (
+        "image is NxN pixels, over the limit"
+    )
+    assert "must be positive" in cli("pack", work["src"], "--size", "0x10").output
+    with pytest.raises(PackError, match=r"unknown option resise; did you mean resize\?"):
+        packer.pack(work["src"], out=tmp_path / "r", resise="fit")
+    with pytest.raises(PackError) as caught:
+        packer.pack(work["src"], out=tmp_path / "s", shard_size=0)
+    assert "shard_size=0" in str(caught.value) and "--" not in str(caught.value)
+    with pytest.raises(StorageError, match="remote paths"):
+        packer.open("gs://bucket/packed")
+    one = cli("pack", work["src"], "--out", tmp_path / "one", "--size", "8", "--workers", "1")
+    assert "1 worker)" in one.output
+    preview = cli("preview", work["packed"], "--out", tmp_path / "g.png", "-n", "2")
+    assert "2 drawn with seed 0 of the 6 samples of split 'train'" in preview.output
+
+
+def test_help_shows_every_option_with_its_default():
+    for command in (["pack"], ["info"], ["verify"], ["bench"], ["preview"]):
+        text = CliRunner().invoke(main, [*command, "--help"]).output
+        options = re.split(r"\n  (?=-)", text.split("Options:")[1].strip("\n"))
+        for option in options:
+            if option.strip().startswith("--help"):
+                continue
+            assert "[default:" in option or "[required]" in option, (command, option)
+
+
+def test_info_shows_the_ignore_share_more_and_json_details(tmp_path):
+    src = make_segmentation(tmp_path / "src", {"train": 12}, (32, 24))
+    for i in range(12):  # an unknown colour in every mask
+        path = src / "train_labels" / f"scene_{i:04d}.png"
+        rgb = np.asarray(Image.open(path)).copy()
+        rgb[:2, :2] = (1, 2, 3)
+        Image.fromarray(rgb).save(path)
+    packer.pack(src, out=tmp_path / "out", size=(32, 24), workers=1)
+    text = cli("info", tmp_path / "out").output
+    assert "ignore index 255: 0.52% of pixels" in text
+    assert "... and 2 more (info --json lists them all)" in text
+    details = json.loads(cli("info", tmp_path / "out", "--json").output)["unknown_labels"]
+    assert len(details) == 12 and details[0]["values"] == {"colour (1,2,3)": 4}
