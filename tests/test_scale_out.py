@@ -104,7 +104,9 @@ def s3(tmp_path_factory):
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     import fsspec
+    import s3fs
 
+    s3fs.S3FileSystem.clear_instance_cache()  # one made before took its settings then
     yield SimpleNamespace(fs=fsspec.filesystem("s3", use_listings_cache=False), slow=slow)
     server.shutdown()
     for k, v in saved.items():
@@ -112,6 +114,7 @@ def s3(tmp_path_factory):
             os.environ.pop(k, None)
         else:
             os.environ[k] = v
+    s3fs.S3FileSystem.clear_instance_cache()
 
 
 _buckets = iter(range(10**6))
