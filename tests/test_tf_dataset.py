@@ -204,3 +204,18 @@ def test_random_access_resumes_at_a_step_count(seg):
     full = [keys(x.numpy()) for x, _ in endless.take(9)]
     resumed = packer.tf.dataset(seg["npy"], batch_size=3, seed=2, repeat=True, start=6)
     assert [keys(x.numpy()) for x, _ in resumed.take(3)] == full[6:]
+
+
+def test_a_streamed_pipeline_resumes_from_its_checkpointed_iterator(seg, tmp_path):
+    """Streamed tfrecord is tf.data's own pipeline: tf.train.Checkpoint saves its position."""
+
+    def make() -> tf.data.Dataset:
+        return packer.tf.dataset(seg["tfrecord"], batch_size=3, seed=5, repeat=True)
+
+    full = [keys(x.numpy()) for x, _ in make().take(9)]
+    iterator = iter(make())
+    head = [keys(next(iterator)[0].numpy()) for _ in range(4)]
+    saved = tf.train.Checkpoint(iterator=iterator).save(str(tmp_path / "it"))
+    resumed = iter(make())
+    tf.train.Checkpoint(iterator=resumed).restore(saved)
+    assert head + [keys(next(resumed)[0].numpy()) for _ in range(5)] == full
