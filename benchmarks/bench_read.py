@@ -46,7 +46,7 @@ from PIL import Image
 
 import packer
 from packer.reading.dataset import PackedDataset
-from packer.engines.local import start_method
+from packer.processes import start_method
 from packer.synthetic import shapes_scene
 
 if TYPE_CHECKING:
