@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from . import engines, packing, report
+from . import engines, packing, report, storage
 from .cli_params import (
     FORMAT_OPTION_NAMES,
     bytes_option,
@@ -200,6 +200,23 @@ changed since, packs again only the shards they touch (--no-update leaves it as 
     help="Where the shard tasks run (local: a process pool on this machine).",
 )
 @click.option(
+    "--address",
+    help="ray: the cluster to join (auto, ray://HOST:PORT).",
+    show_default="start a local Ray",
+)
+@click.option(
+    "--ray-cpus",
+    type=click.IntRange(1),
+    help="ray: CPUs of the local Ray.",
+    show_default="--workers, else the cores",
+)
+@click.option(
+    "--retries",
+    type=click.IntRange(0),
+    default=3,
+    help="ray: tries again a shard task that failed (a lost worker, an I/O error).",
+)
+@click.option(
     "--overwrite",
     is_flag=True,
     show_default="off",
@@ -215,7 +232,8 @@ changed since, packs again only the shards they touch (--no-update leaves it as 
     "--force",
     is_flag=True,
     show_default="off",
-    help="Pack even when the output needs far more than the free space.",
+    help="Go ahead despite a safety check: an output that needs far more than the free "
+    "space, or the stale lock of a remote --out (its holder stopped renewing it).",
 )
 @click.option(
     "--dry-run",
@@ -241,6 +259,9 @@ def pack_command(
     max_rejects,
     **options,
 ) -> None:
+    engine_options = packing.engine_options_for(
+        engine, options.pop("address"), options.pop("ray_cpus"), options.pop("retries")
+    )
     given = {k: options.pop(k) for k in FORMAT_OPTION_NAMES}
     options.update({k: v for k, v in given.items() if v is not None})
     signal.signal(signal.SIGTERM, signal.default_int_handler)
@@ -263,6 +284,7 @@ def pack_command(
             strict,
             max_rejects,
             engine,
+            engine_options=engine_options,
             update=update,
             force=force,
             command=command,
@@ -294,7 +316,7 @@ main.add_command(pack_command)
 )
 def info_command(path: str, as_json: bool) -> None:
     """Describe a packed dataset (or how far an unfinished pack got)."""
-    state = unfinished(Path(path))
+    state = unfinished(storage.as_path(path))
     if state is not None:
         click.echo(json.dumps(state, indent=1) if as_json else report.unfinished(path, state))
         return

@@ -71,9 +71,10 @@ def location(ctx, param, value):
 
 
 def existing(ctx, param, value):
-    """A path that must exist (SRC, a pack folder)."""
+    """A path that must exist (SRC, a pack folder). A URL is checked where it is used: a
+    missing credential or bucket then ends as one `Error:` line, not a usage error."""
     value = location(ctx, param, value)
-    if value is not None and not storage.exists(value):
+    if value is not None and not storage.is_url(value) and not storage.exists(value):
         raise click.BadParameter(f"{value}: no such file or folder")
     return value
 

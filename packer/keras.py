@@ -35,8 +35,9 @@ class PackedSequence(keras.utils.PyDataset):
     (N > 1) reads and augments in N packer-owned processes that write each batch into
     shared memory (no pixels through pipes), up to `max_queue_size` batches ahead; Keras
     itself then sees one worker. With `use_multiprocessing=True` the workers are Keras' own
-    instead (batches pickled through pipes: slower). Other keyword arguments go to Keras'
-    PyDataset.
+    instead (batches pickled through pipes: slower). A pack at a URL is read through a
+    local shard cache in `cache_dir` (default: the user's cache folder). Other keyword
+    arguments go to Keras' PyDataset.
 
     `state_dict(batches=k)` after k batches of the current pass, and `load_state_dict(state)`
     on a fresh sequence with the same options, resume exactly: its pass then holds the batches
@@ -61,6 +62,7 @@ class PackedSequence(keras.utils.PyDataset):
         augment: Augment | None = None,
         workers: int = 1,
         max_queue_size: int | None = None,
+        cache_dir: str | os.PathLike | None = None,
         **kwargs,
     ) -> None:
         ours = workers > 1 and not kwargs.get("use_multiprocessing", False)
@@ -85,6 +87,7 @@ class PackedSequence(keras.utils.PyDataset):
             world_size,
             uneven,
             augment,
+            cache_dir=cache_dir,
         )
 
     def __len__(self) -> int:

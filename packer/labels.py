@@ -14,6 +14,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from . import storage
 from .errors import LabelError
 
 CLASS_DICT_NAMES = ("class_dict.csv",)
@@ -59,14 +60,14 @@ class ClassTable:
 def find_class_table(root: Path) -> Path | None:
     """The class_dict.csv or names file in a source root, if there is one (never classes.json)."""
     for name in CLASS_DICT_NAMES + NAMES_FILE_NAMES:
-        if (root / name).is_file():
+        if storage.is_file(root / name):
             return root / name
     return None
 
 
 def read_class_table(path: Path) -> ClassTable:
     """Read a `name,r,g,b` CSV (row N = class N) or a names file (line N = class N)."""
-    text = path.read_text(encoding="utf-8-sig")
+    text = storage.read_bytes(path).decode("utf-8-sig").replace("\r\n", "\n")
     first = text.lstrip().splitlines()[0] if text.strip() else ""
     if path.suffix.lower() == ".csv" or first.replace(" ", "").lower().startswith("name,r,g,b"):
         return _read_class_dict(path, text)

@@ -123,7 +123,7 @@ def write(out: Path, manifest: dict) -> Path:
 
 def read(root: str | os.PathLike) -> dict:
     """Load and sanity-check a dataset.json; errors say which file and what is wrong."""
-    path = Path(root) / MANIFEST_NAME
+    path = storage.as_path(root) / MANIFEST_NAME
     if not storage.is_file(path):
         raise ManifestError(f"{root}: no {MANIFEST_NAME} here (not a finished packer dataset)")
     try:

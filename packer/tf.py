@@ -92,6 +92,7 @@ def dataset(
     uneven: str | None = None,
     start: int | dict | None = None,
     augment: Augment | None = None,
+    cache_dir: str | os.PathLike | None = None,
 ) -> tf.data.Dataset:
     """Batches `(images, targets)` of one split of a pack (any format), prefetched.
 
@@ -107,11 +108,13 @@ def dataset(
     reads every other pack by random access through packer's shard readers (several times
     faster than TensorFlow's TFRecord reader); `stream=True` streams an uncompressed tfrecord
     pack too. `augment` (a `packer.Augment`) warps images and masks in-graph with the same
-    seeded draw as PackedSequence (random access only).
+    seeded draw as PackedSequence (random access only). A pack at a URL is read through a
+    local shard cache in `cache_dir` (default: the user's cache folder), each shard file
+    fetched when first needed.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-    part = open_dataset(path)[split]
+    part = open_dataset(path, cache_dir)[split]
     fmt = part.dataset.format
     if stream is None:
         stream = fmt == "tfrecord" and part.dataset.format_options.get("compression") == "gzip"
@@ -147,7 +150,9 @@ def dataset(
         pipeline,
         uneven,
     )
-    batches, decode = _records(part, order) if stream else _indices(path, split, order, start)
+    batches, decode = (
+        _records(part, order) if stream else _indices(path, split, order, start, cache_dir)
+    )
     transform = BatchTransform(part.dataset.manifest, normalize, one_hot)
     batches = batches.map(
         lambda batch: transform.tf_apply(_augmented(augment, decode(batch), batch)),
@@ -165,10 +170,14 @@ def _records(part: Split, order: _Order) -> tuple[tf.data.Dataset, Decoder]:
     if by_file:
         shards = shards[order.pipeline :: order.pipelines]
     paths = [
-        str(part.dataset.root / part.name / tfrecord.file_name(s["name"], options)) for s in shards
+        str(part.dataset.local_root / part.name / tfrecord.file_name(s["name"], options))
+        for s in shards
     ]
     compression = "GZIP" if options["compression"] == "gzip" else ""
     files = tf.data.Dataset.from_tensor_slices(paths)
+    if part.dataset.cache is not None:  # a remote pack: each file cached before it is read
+        fetch = part.dataset.fetch_local
+        files = files.map(lambda f: tf.ensure_shape(tf.numpy_function(fetch, [f], tf.string), []))
     if order.shuffle and by_file:
         files = files.shuffle(len(paths), seed=order.seed_for(0))
     records = files.interleave(
@@ -205,7 +214,7 @@ def _pipeline_counts(shards: list[dict], pipelines: int, by_file: bool) -> list[
 
 
 def _indices(
-    path, split: str, order: _Order, start: int | dict | None
+    path, split: str, order: _Order, start: int | dict | None, cache_dir=None
 ) -> tuple[tf.data.Dataset, Decoder]:
     """(epoch, batch) numbers, and a decoder reading each batch through a `reading.Loader`.
 
@@ -224,6 +233,7 @@ def _indices(
         rank=order.pipeline,
         world_size=order.pipelines,
         uneven=order.uneven,
+        cache_dir=cache_dir,
     )
     _resume(loader, start, order.seed)
     fields = loader.dataset.fields

@@ -69,6 +69,7 @@ class _Packed:
         layout: str = "NHWC",
         uneven: str = "pad",
         shuffle_window: int | None = None,
+        cache_dir: str | os.PathLike | None = None,
     ) -> None:
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}, not {layout!r}")
@@ -76,7 +77,7 @@ class _Packed:
         shuffle = self.default_shuffle if shuffle is None else shuffle
         self.loader = Loader(
             path, split, batch_size, shuffle, one_hot, normalize, drop_remainder, seed,
-            shuffle_window, rank, world_size, uneven, augment,
+            shuffle_window, rank, world_size, uneven, augment, cache_dir=cache_dir,
         )  # fmt: skip
         self.layout = layout
         self._position = torch.zeros(2, dtype=torch.int64).share_memory_()  # epoch, start
@@ -177,7 +178,9 @@ class PackedDataset(_Packed, Dataset):
     Use `DataLoader(ds, batch_size=None, num_workers=N, pin_memory=True,
     persistent_workers=True)`, without `shuffle` or a sampler (the order is the dataset's,
     seeded). `rank`/`world_size` (default: torch.distributed's) give each rank a disjoint
-    part of every epoch with the same number of batches (`uneven="pad"` or `"drop"`).
+    part of every epoch with the same number of batches (`uneven="pad"` or `"drop"`). A pack
+    at a URL is read through a local shard cache in `cache_dir` (default: the user's cache
+    folder), shared safely by the DataLoader's workers.
     """
 
     def __len__(self) -> int:

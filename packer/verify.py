@@ -18,7 +18,7 @@ def verify(root: str | os.PathLike, progress: bool = False, sources: bool = Fals
 
     `sources`: also whether every source file is still the one packed (same SHA-256).
     """
-    root = Path(root)
+    root = storage.as_path(root)
     data = manifest.read(root)
     shards = [s for split in data["splits"].values() for s in split["shards"]]
     files = [f for s in shards for f in (*s["files"], *([s["receipt"]] if "receipt" in s else []))]
@@ -53,7 +53,7 @@ def _check_sources(root: Path, data: dict) -> list[str]:
             f"{root}: this pack records no source states (made by an older packer); pack it "
             "again to be able to check its sources"
         )
-    source_root = Path(data["source"]["root"])
+    source_root = storage.as_path(data["source"]["root"])
     changes = freshness.check(source_root, recorded, rehash=True)
     return [
         f"{source_root / rel}: "

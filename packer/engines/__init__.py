@@ -17,7 +17,10 @@ from typing import Any, Protocol
 
 from ..errors import PackError
 
-ENGINES = {"local": "packer.engines.local:LocalEngine"}  # name -> "module:class"
+ENGINES = {  # name -> "module:class"
+    "local": "packer.engines.local:LocalEngine",
+    "ray": "packer.engines.ray:RayEngine",
+}
 
 
 class Engine(Protocol):

@@ -23,7 +23,7 @@ from ..imaging import Geometry, decode_image, decode_mask, pad_to_canvas, resamp
 from ..labels import ClassTable, LabelMapper
 from ..schema import Field
 from ..sources import Sample
-from . import stats, workdir
+from . import prefetch, scratch, stats, workdir
 from .preflight import mask_size_mismatch
 from .tasks import ChunkResult, ChunkTask, ShardTask
 
@@ -73,7 +73,8 @@ class Converter:
 
     @property
     def out(self) -> Path:
-        return Path(self.config.out)
+        """Where the formats write: OUT, or a local scratch copy of it when OUT is a URL."""
+        return scratch.local_out(self.config.out)
 
     def pack_chunk(self, task: ChunkTask) -> ChunkResult:
         """Decode and transform each sample of a ChunkTask, appending records to its parts."""
@@ -84,10 +85,15 @@ class Converter:
         writer = formats.get(config.format).ChunkWriter(
             part_dir, task, config.fields, config.format_options
         )
+        read = prefetch.Fetcher(  # sources at a URL: the next files requested ahead
+            config.root,
+            [p for s in task.samples for p in (s.image, s.mask) if p],
+            storage.read_with_stat,
+        )
         try:
             for sample in task.samples:
                 try:
-                    record, backend, unknown = self._make_record(sample, result.sources)
+                    record, backend, unknown = self._make_record(sample, result.sources, read)
                 except SampleError as exc:
                     result.rejected.append({"path": exc.path, "reason": exc.reason})
                     continue
@@ -102,6 +108,7 @@ class Converter:
                 result.kept.append([sample.image, sample.mask])
                 result.stats.add(record, backend)
         finally:
+            read.close()
             writer.close()
         return result
 
@@ -133,6 +140,8 @@ class Converter:
                 sources_path, out, b"", [json.dumps(kept, ensure_ascii=False).encode()]
             )
         )
+        target = storage.as_path(config.out)
+        scratch.publish(out, target, files)  # a URL's shard files: uploaded, each whole
         receipt = {
             "name": task.shard,
             "split": task.split,
@@ -145,8 +154,8 @@ class Converter:
             "sources": dict(sorted((k, v) for c in results for k, v in c.sources.items())),
         }
         text = json.dumps(receipt, ensure_ascii=False).encode()
-        info = storage.write_atomic(
-            workdir.receipt_path(out, task.split, task.shard), out, b"", [text]
+        info = storage.write_atomic(  # last, and into OUT itself (a URL: one upload)
+            workdir.receipt_path(target, task.split, task.shard), target, b"", [text]
         )
         return {**receipt, "receipt_file": info.to_json()}
 
@@ -155,19 +164,21 @@ class Converter:
         results = [self.pack_chunk(chunk) for chunk in task.chunks]
         return self.finalize_shard(task, results), results
 
-    def _make_record(self, sample: Sample, states: dict) -> tuple[dict[str, np.ndarray], str, dict]:
+    def _make_record(
+        self, sample: Sample, states: dict, read=storage.read_with_stat
+    ) -> tuple[dict[str, np.ndarray], str, dict]:
         """One sample's arrays: the transformed image and its label or its mapped, aligned mask.
         The states of the source files read go into `states`."""
         config = self.config
         try:
-            data = self._read(sample.image, states)
+            data = self._read(sample.image, states, read)
             image = decode_image(data, config.geometry, max_pixels=config.max_pixels)
         except (ImageError, OSError) as exc:
             raise SampleError(sample.image, str(exc)) from exc
         if sample.mask is None:
             return {"images": image.pixels, "labels": np.int32(sample.label)}, image.backend, {}
         try:
-            data = self._read(sample.mask, states)
+            data = self._read(sample.mask, states, read)
             mask = decode_mask(data, max_pixels=config.max_pixels)
             mismatch = mask_size_mismatch(mask.size, image.source_size, sample.image)
             if mismatch:
@@ -181,13 +192,13 @@ class Converter:
         ids = pad_to_canvas(resampled, image.placement, config.ignore_index)
         return {"images": image.pixels, "masks": ids}, image.backend, mapped.unknown
 
-    def _read(self, rel: str, states: dict) -> bytes:
+    def _read(self, rel: str, states: dict, read=storage.read_with_stat) -> bytes:
         """A source's bytes; its size, modification time and SHA-256 go into the chunk's
         source states (size and time alone when it cannot be read), for later staleness
         checks."""
         path = os.path.join(self.config.root, rel)
         try:
-            data, size, mtime_ns = storage.read_with_stat(path)
+            data, size, mtime_ns = read(path)
         except OSError as exc:
             found = storage.stat(path) if not isinstance(exc, FileNotFoundError) else None
             states[rel] = None if found is None else [*found, None]

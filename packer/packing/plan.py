@@ -162,8 +162,8 @@ def chunk_tasks(shard: ShardPlan, record_bytes: int) -> list[ChunkTask]:
 
 def default_out(src: str | os.PathLike, fmt: str) -> Path:
     """`<SRC>-<format>` beside SRC (a list file's name without its extension)."""
-    src_path = Path(src).expanduser().resolve()
-    stem = src_path.stem if src_path.is_file() else src_path.name
+    src_path = storage.as_path(src).expanduser().resolve()
+    stem = src_path.stem if storage.is_file(src_path) else src_path.name
     return src_path.parent / f"{stem}-{fmt}"
 
 
@@ -202,7 +202,7 @@ def make_plan(
         if path is not None:
             storage.backend(path)  # a clear error for remote paths no backend handles
     output_size = _given_size(size)
-    out_path = Path(out).expanduser() if out is not None else default_out(src, format)
+    out_path = storage.as_path(out).expanduser() if out is not None else default_out(src, format)
     found = scan(
         src,
         layout=layout,
@@ -319,7 +319,7 @@ def _format_options(name: str, given: dict) -> dict:
 
 def _class_table(found: SourceScan, classes, layout: str, notes: list[str]) -> ClassTable | None:
     """The class table: `classes`, else a file in the source root, else folder/list names."""
-    path = Path(classes) if classes is not None else find_class_table(found.root)
+    path = storage.as_path(classes) if classes is not None else find_class_table(found.root)
     if path is not None:
         table = read_class_table(path)
         notes.append(f"classes from {path.name}: {len(table)}")

@@ -25,7 +25,7 @@ from ..imaging import backend_versions
 from ..labels import ClassTable
 from ..storage.local import TMP_PREFIX
 from . import plan as planning
-from . import receipts, schedule, update, workdir
+from . import receipts, schedule, scratch, update, workdir
 from .convert import Converter
 from .plan import PackPlan
 from .tasks import ChunkResult
@@ -43,8 +43,9 @@ def execute(
     progress: bool = False,
     strict: bool = False,
     max_rejects: int | None = None,
-    engine: str = "local",
+    engine: str | engines.Engine = "local",
     *,
+    engine_options: dict | None = None,
     update: bool = True,
     force: bool = False,
     command: str | None = None,
@@ -56,12 +57,19 @@ def execute(
     rejected. Whatever stops a pack (those limits, a full disk, Ctrl-C) leaves the finished
     shards in place and no temporary files, so the same command resumes it. A finished pack
     whose sources changed is updated (only its stale shards packed again) unless `update` is
-    False. `force` packs even when the output clearly will not fit; `command` is how the run
+    False. `force` packs even when the output clearly will not fit, and breaks a stale lock
+    (a remote OUT's lock object whose holder stopped renewing it); `command` is how the run
     was asked for (quoted if an unfinished pack has to be finished); `warn` receives warnings.
+    `engine` is a name (with `engine_options` for its constructor) or an Engine.
     """
     if not plan.scan.samples:
         raise PackError(f"{plan.scan.root}: nothing to pack")
-    runner = engines.create(engine, workers=workers)
+    runner = (
+        engines.create(engine, workers=workers, **(engine_options or {}))
+        if isinstance(engine, str)
+        else engine
+    )
+    scratch.check_paths(plan.config.root, plan.out, runner.name)
     limit = 0 if strict else max_rejects
     rejected = [{"path": r.path, "reason": r.reason} for r in plan.scan.rejected]
     _check_rejects(rejected, limit)
@@ -70,7 +78,8 @@ def execute(
     job = _Job(plan, runner, progress, rejected, limit, warn or _warn)
     try:
         storage.make_dirs(out)
-        with storage.lock(workdir.lock_path(out), f"pid {os.getpid()}", remove=True):
+        lock = storage.lock(workdir.lock_path(out), f"pid {os.getpid()}", remove=True, force=force)
+        with lock:
             return job.run(overwrite, update, force, command)
     except LockHeldError as exc:
         raise PackError(
@@ -147,6 +156,7 @@ class _Job:
         remove_unlisted(out, data)
         storage.remove_tree(workdir.parts_dir(out))
         storage.remove(workdir.plan_marker(out))
+        scratch.clear(out)
         return data
 
     def _check_space(self, decision: Decision, force: bool) -> None:
@@ -262,6 +272,7 @@ def _with_touched(out: Path, decision: Decision) -> dict[str, dict]:
 def remove_temporaries(out: Path) -> None:
     """Delete chunk parts and half-written files (a killed run leaves them; they are redone)."""
     storage.remove_tree(workdir.parts_dir(out))
+    scratch.clear(out)  # OUT at a URL: this machine's local copies of unfinished shards
     for path in storage.walk_files(out, TMP_PREFIX):
         storage.remove(path)
 

@@ -1,7 +1,8 @@
 """Batch reads: any set of sample indices of a split as whole-batch arrays, without decoding.
 
 Indices are read in ascending order, one run per shard touched, through the format's shard
-readers (a memmap for npy), into arrays the caller supplies or into pooled ones.
+readers (a memmap for npy), into arrays the caller supplies or into pooled ones. For a remote
+pack each shard's files are fetched into the local cache before its first read.
 """
 
 from __future__ import annotations
@@ -29,11 +30,14 @@ class BatchReader:
         fmt = formats.get(dataset.format)
         try:
             self.shards = [
-                fmt.open_shard(dataset.root, split.name, s, self.fields, dataset.format_options)
+                fmt.open_shard(
+                    dataset.local_root, split.name, s, self.fields, dataset.format_options
+                )
                 for s in split.shards
             ]
         except ValueError as exc:  # a format option without random access (gzip TFRecords)
             raise ManifestError(str(exc)) from None
+        self.cache = dataset.cache  # None for a local pack
         self.buffers = BufferPool(self.fields)
 
     def read(
@@ -69,7 +73,11 @@ class BatchReader:
             self._check_out(out, len(order))
         for shard, start, stop in self._runs(order):
             local = order[start:stop] - self.split.offsets[shard]
+            if self.cache is not None:
+                self.cache.ensure(self._data_files(shard))
             self.shards[shard].read_into(local, {k: v[start:stop] for k, v in out.items()})
+            if self.cache is not None and shard + 1 < len(self.shards):
+                self.cache.prefetch(self._data_files(shard + 1))  # in order: the next shard
         return out
 
     def _check_out(self, out: dict[str, np.ndarray], count: int) -> None:
@@ -85,6 +93,10 @@ class BatchReader:
         """Hint that samples start..stop-1 come next (formats that can read ahead do so)."""
         for shard, reader in enumerate(self.shards):
             first, last = self.split.offsets[shard], self.split.offsets[shard + 1]
+            if self.cache is not None:  # remote: download ahead, in the background
+                if first < stop and start < last:
+                    self.cache.prefetch(self._data_files(shard))
+                continue
             if hasattr(reader, "prefetch") and first < stop and start < last:
                 reader.prefetch(int(max(start, first) - first), int(min(stop, last) - first))
 
@@ -95,6 +107,11 @@ class BatchReader:
         shard_of = np.searchsorted(self.split.offsets, order, side="right") - 1
         cuts = [0, *(np.flatnonzero(shard_of[1:] != shard_of[:-1]) + 1).tolist(), len(order)]
         return [(int(shard_of[a]), a, b) for a, b in itertools.pairwise(cuts)]
+
+    def _data_files(self, shard: int) -> list[dict]:
+        """A shard's files that readers open (not its provenance)."""
+        files = self.split.shards[shard]["files"]
+        return [f for f in files if not f["path"].endswith(".sources.json")]
 
     def close(self) -> None:
         for shard in self.shards:

@@ -1,5 +1,10 @@
 """`packer.open`: a packed dataset as Python objects (manifest, classes, splits, provenance),
-samples by index, and class weights from the stored counts."""
+samples by index, and class weights from the stored counts.
+
+A pack at a URL (s3://, gs://, ...) is read through a local shard cache (storage.cache): the
+manifest and provenance come from the store, shard files are downloaded (checked against the
+manifest) before the formats' readers memmap them from `local_root`.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ import numpy as np
 from .. import formats, manifest, storage
 from ..errors import SplitNotFoundError
 from ..schema import Field
+from ..storage.cache import ShardCache
 from .batches import BatchReader
 
 WEIGHT_METHODS = ("inverse", "median_frequency")
@@ -30,16 +36,47 @@ class ClassWeights(dict):
 class PackedDataset:
     """A finished pack: its manifest, classes and splits. `ds["train"]` gives one split."""
 
-    def __init__(self, root: str | os.PathLike) -> None:
+    def __init__(
+        self,
+        root: str | os.PathLike,
+        cache_dir: str | os.PathLike | None = None,
+        cache_bytes: int | None = None,
+    ) -> None:
         storage.backend(root)  # a clear error for a remote path no backend handles
-        self.root = Path(root)
+        self.root = storage.as_path(root)
         self.manifest = manifest.read(self.root)
+        self.cache = (
+            ShardCache(self.root, self.manifest, cache_dir, cache_bytes)
+            if storage.is_url(self.root)
+            else None
+        )
         self.format: str = self.manifest["format"]
         self.task: str = self.manifest["task"]
         self.fields = tuple(Field.from_json(f) for f in self.manifest["fields"])
         self.splits = {
             name: Split(self, name, data) for name, data in self.manifest["splits"].items()
         }
+
+    @property
+    def local_root(self) -> Path:
+        """Where the shard files are read: the pack itself, or a remote pack's local cache."""
+        return self.cache.root if self.cache is not None else Path(self.root)
+
+    def fetch_local(self, local_path: str | bytes) -> bytes:
+        """Have a shard file (named by its path under `local_root`) in the cache; its path."""
+        text = os.fsdecode(local_path)
+        if self.cache is not None:
+            rel = Path(text).relative_to(self.cache.root).as_posix()
+            self.cache.ensure([f for f in self._files() if f["path"] == rel])
+        return os.fsencode(text)
+
+    def _files(self) -> list[dict]:
+        return [
+            f
+            for split in self.manifest["splits"].values()
+            for shard in split["shards"]
+            for f in shard["files"]
+        ]
 
     @property
     def classes(self) -> list[dict]:
@@ -175,7 +212,11 @@ class Split:
     def _stream(self, shard: dict) -> Iterator[dict[str, np.ndarray]]:
         fmt = formats.get(self.dataset.format)
         data = self.dataset
-        return fmt.stream_shard(data.root, self.name, shard, data.fields, data.format_options)
+        if data.cache is not None:  # a remote pack: the shard's files into the cache first
+            data.cache.ensure(
+                [f for f in shard["files"] if not f["path"].endswith(".sources.json")]
+            )
+        return fmt.stream_shard(data.local_root, self.name, shard, data.fields, data.format_options)
 
     def locate(self, index: int) -> tuple[int, int]:
         """(shard number, index inside that shard) of sample `index`."""
@@ -195,7 +236,7 @@ class Split:
     def _sources(self, index: int) -> tuple[str, str | None]:
         shard, local = self.locate(index)
         image, mask = self._provenance(shard)[local]
-        root = Path(self.dataset.manifest["source"]["root"])
+        root = storage.as_path(self.dataset.manifest["source"]["root"])
         return str(root / image), mask and str(root / mask)
 
     def _provenance(self, shard: int) -> list:
@@ -215,7 +256,12 @@ class Split:
         return BatchReader(self)
 
 
-def open_dataset(root: str | os.PathLike) -> PackedDataset:
-    """Open a packed dataset (any format) by its folder; a remote URL no installed storage
-    backend handles is a StorageError saying so."""
-    return PackedDataset(root)
+def open_dataset(
+    root: str | os.PathLike,
+    cache_dir: str | os.PathLike | None = None,
+    cache_bytes: int | None = None,
+) -> PackedDataset:
+    """Open a packed dataset (any format) by its folder or URL; a remote pack's shards are
+    cached under `cache_dir` (default: the user's cache folder), at most `cache_bytes`. A URL
+    no installed storage backend handles is a StorageError saying so."""
+    return PackedDataset(root, cache_dir, cache_bytes)

@@ -33,7 +33,9 @@ class Loader:
     as sequential runs (for packs larger than RAM); False keeps the pack's order. With
     `world_size` > 1 this loader yields rank `rank`'s part of every epoch (see Sampler).
     `augment` (a `packer.Augment`) warps images and masks of each batch, drawn per (seed,
-    epoch, sample index), before normalisation and one-hot.
+    epoch, sample index), before normalisation and one-hot. A pack at a URL is read through a
+    local shard cache in `cache_dir` (default: the user's cache folder) of at most
+    `cache_bytes` (see storage.cache).
 
     A pass over an epoch starts at batch `start`: 0, or where `load_state_dict` resumed.
     """
@@ -53,12 +55,15 @@ class Loader:
         world_size: int = 1,
         uneven: str = "pad",
         augment: Augment | None = None,
+        cache_dir: str | os.PathLike | None = None,
+        cache_bytes: int | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         if shuffle not in SHUFFLE_MODES:
             raise ValueError(f"shuffle must be True, False, 'global' or 'windows', not {shuffle!r}")
         self.path = os.fspath(path)
+        self.cache = (cache_dir, cache_bytes)  # where a remote pack's shards are cached
         self.split_name = split
         self.epoch = 0
         self.start = 0
@@ -86,7 +91,7 @@ class Loader:
     def split(self) -> Split:
         """The split, opened lazily so that each worker process opens its own files."""
         if self._split is None:
-            self._split = PackedDataset(self.path)[self.split_name]
+            self._split = PackedDataset(self.path, *self.cache)[self.split_name]
         return self._split
 
     @property

@@ -97,7 +97,8 @@ def scan_explicit_masks(
         raise SourceError(
             f"{flag('masks', str(masks))} must be a folder inside or beside SRC, not SRC itself"
         )
-    root = src if mask_root.is_relative_to(src) else Path(os.path.commonpath([src, mask_root]))
+    common = type(src)(os.path.commonpath([src, mask_root]))  # a URL stays a URL
+    root = src if mask_root.is_relative_to(src) else common
     image_dir = "" if src == root else src.relative_to(root).as_posix()
     mask_dir = mask_root.relative_to(root).as_posix()
     rejected: list[Rejection] = []

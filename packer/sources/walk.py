@@ -2,7 +2,8 @@
 
 The layouts work on the in-memory tree this module builds, so serving sources from elsewhere
 means changing this module alone. A walk lists each folder once (os.scandir, one stat per
-folder, none per file) and never opens an image, so a million files scan in seconds.
+folder, none per file) and never opens an image, so a million files scan in seconds. Sources
+at a URL (s3://, gs://, ...) are listed through the storage seam, one listing per folder.
 """
 
 from __future__ import annotations
@@ -12,17 +13,20 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Literal
 
+from .. import storage
 from ..errors import SourceError
 from .model import PACK_MARKERS, Folder, Rejection, Skips, Tree, join
 
 
 def locate(src: str | os.PathLike) -> Path:
     """The path a user named (SRC, --masks), with ~ expanded."""
-    return Path(src).expanduser()
+    return storage.as_path(src).expanduser()
 
 
 def kind(path: Path) -> Literal["file", "folder"] | None:
     """Whether path is a file or a folder; None when it is neither or cannot be seen."""
+    if storage.is_url(path):
+        return "file" if storage.is_file(path) else "folder" if storage.is_dir(path) else None
     if path.is_file():
         return "file"
     if path.is_dir():
@@ -38,6 +42,8 @@ def resolve(path: Path) -> Path:
 def read_text(path: Path, shown: str, *, encoding: str = "utf-8") -> str:
     """The whole text of a small file (a list, a split file); SourceError naming it as shown."""
     try:
+        if storage.is_url(path):
+            return storage.read_bytes(path).decode(encoding).replace("\r\n", "\n")
         return path.read_text(encoding=encoding)
     except (OSError, UnicodeDecodeError) as exc:
         raise SourceError(f"cannot read {shown}: {exc}") from None
@@ -60,6 +66,14 @@ def is_pack(path: Path) -> bool:
 def existing_files(top: Path, rels: list[str]) -> set[str]:
     """The given paths under top that are files, reading each folder once, not a stat per file."""
     present: set[str] = set()
+    if storage.is_url(top):
+        for folder in {rel.rpartition("/")[0] for rel in rels if rel}:
+            try:
+                entries = storage.scan_dir(top / folder if folder else top)
+            except OSError:
+                continue
+            present.update(join(folder, name) for name, is_dir in entries if not is_dir)
+        return present
     for folder in {rel.rpartition("/")[0] for rel in rels if rel}:
         try:
             with os.scandir(top / folder) as entries:
@@ -79,6 +93,8 @@ def walk(
     packer output folders are not entered, and are named in `skips.skipped`.
     """
     skips = skips or Skips()
+    if storage.is_url(top):
+        return _walk_url(top, starts, rejected, skips)
     tree: Tree = {}
     seen = set()
     for start in starts:
@@ -158,3 +174,37 @@ def _odd_entry_reason(entry: os.DirEntry) -> str:
     if entry.is_symlink():
         return "broken or looping symbolic link"
     return "not a regular file or folder"
+
+
+def _walk_url(top: Path, starts: list[str], rejected: list[Rejection], skips: Skips) -> Tree:
+    """`walk` for sources at a URL: one listing per folder (object stores have no links);
+    folders holding a pack are left out, as on disk."""
+    tree: Tree = {}
+    stack = list(starts)
+    while stack:
+        rel = stack.pop()
+        try:
+            entries = storage.scan_dir(top / rel if rel else top)
+        except OSError as exc:
+            tree[rel] = Folder()
+            rejected.append(Rejection(rel or ".", f"cannot read this folder ({exc})"))
+            continue
+        if rel not in starts and any(name in PACK_MARKERS for name, _ in entries):
+            parent, _, name = rel.rpartition("/")
+            tree[parent].dirs.remove(name)
+            skips.skipped.append(
+                f"{rel}/ (a pack made by packer: it holds {' or '.join(PACK_MARKERS)})"
+            )
+            continue
+        node = tree[rel] = Folder()
+        for name, is_dir in entries:
+            if name.startswith("."):
+                continue
+            if is_dir:
+                node.dirs.append(name)
+            else:
+                node.files.append(name)
+        node.files.sort()
+        node.dirs.sort()
+        stack.extend(join(rel, name) for name in node.dirs)
+    return tree

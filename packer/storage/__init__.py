@@ -1,9 +1,10 @@
 """The storage seam: every read, listing, atomic write and lock of pack and source paths.
 
-Callers name a path (or, once a remote backend is registered, a URL); the backend for its
-scheme does the I/O. `local` is the only backend so far: plain files, written under a
-temporary name and renamed, so a file is either complete or absent. A new backend is one
-module with the functions below plus one line in BACKENDS.
+Callers name a path or a URL; the backend for its scheme does the I/O. `local`: plain files,
+written under a temporary name and renamed, so a file is either complete or absent. `remote`:
+fsspec file systems (s3://, gs://, memory://), each object sent in one upload. A new backend
+is one module with the functions below plus its schemes in BACKENDS. `as_path` turns a path or
+URL into a joinable path object (`URLPath` keeps the `//` of a URL).
 """
 
 from __future__ import annotations
@@ -18,18 +19,27 @@ from types import ModuleType
 
 from ..errors import StorageError
 from .local import FileInfo
+from .url import URLPath, as_path, is_url
 
-BACKENDS = {"file": "packer.storage.local"}  # URL scheme -> backend module
+_REMOTE = "packer.storage.remote"
+BACKENDS = {  # URL scheme -> backend module
+    "file": "packer.storage.local",
+    **dict.fromkeys(("s3", "s3a", "gs", "gcs", "az", "abfs", "memory"), _REMOTE),
+}
 _SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]+)://")
 
 __all__ = [
     "FileInfo",
+    "URLPath",
+    "as_path",
     "backend",
+    "download",
     "exists",
     "file_size",
     "free_space",
     "is_dir",
     "is_file",
+    "is_url",
     "list_dir",
     "lock",
     "make_dirs",
@@ -39,10 +49,12 @@ __all__ = [
     "read_with_stat",
     "remove",
     "remove_tree",
+    "scan_dir",
     "scheme",
     "sha256_file",
     "stat",
     "stat_many",
+    "upload",
     "walk_files",
     "write_atomic",
     "write_text_atomic",
@@ -59,17 +71,19 @@ def backend(path: str | os.PathLike) -> ModuleType:
     """The backend module that handles `path`; a clear error for a scheme nobody handles."""
     name = scheme(path)
     if name not in BACKENDS:
+        supported = ", ".join(f"{s}://" for s in BACKENDS if s != "file")
         raise StorageError(
-            f"{os.fspath(path)}: remote paths ({name}://) need packer's remote storage "
-            "backend, which this installation does not have (it comes with the 'remote' "
-            "extra); copy the data to a local folder and give its path"
+            f"{os.fspath(path)}: {name}:// paths are not supported (plain paths and "
+            f"{supported} are)"
         )
     return importlib.import_module(BACKENDS[name])
 
 
-def _local(path: str | os.PathLike) -> Path:
-    """A plain path for the local backend (`file://` stripped)."""
+def _local(path: str | os.PathLike) -> Path | str:
+    """A plain path for the local backend (`file://` stripped); the URL for a remote one."""
     text = os.fspath(path)
+    if scheme(text) != "file":
+        return text
     return Path(text[len("file://") :] if text.startswith("file://") else text)
 
 
@@ -162,14 +176,31 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> None:
 
 
 def lock(
-    path: str | os.PathLike, holder: str, remove: bool = False
+    path: str | os.PathLike, holder: str, remove: bool = False, force: bool = False
 ) -> AbstractContextManager[None]:
     """Hold an exclusive lock file while the context runs; StorageError names the holder
     when another process has it. `remove`: delete the lock file, and its folder if that is
-    then empty, before letting go."""
+    then empty, before letting go. `force` breaks a stale lock (where locks can go stale)."""
+    if force and is_url(path):  # a local lock vanishes with its process: never stale
+        return backend(path).lock(_local(path), holder, remove, force=True)
     return backend(path).lock(_local(path), holder, remove)
 
 
 def walk_files(path: str | os.PathLike, prefix: str) -> Iterator[str]:
     """Paths of files under `path` (recursive) whose name starts with `prefix`."""
     return backend(path).walk_files(_local(path), prefix)
+
+
+def scan_dir(path: str | os.PathLike) -> list[tuple[str, bool]]:
+    """(name, is_folder) of each entry of a folder, not recursive, unsorted."""
+    return backend(path).scan_dir(_local(path))
+
+
+def upload(local: str | os.PathLike, path: str | os.PathLike) -> None:
+    """Publish a finished local file at `path`, whole (one rename, or one upload)."""
+    backend(path).upload(Path(local), _local(path))
+
+
+def download(path: str | os.PathLike, local: str | os.PathLike) -> None:
+    """Copy the file at `path` to the local file `local`."""
+    backend(path).download(_local(path), Path(local))

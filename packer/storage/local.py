@@ -274,3 +274,16 @@ def _locked_file(path: Path):
         if current == os.fstat(f.fileno()).st_ino:
             return f
         f.close()
+
+
+def scan_dir(path: Path) -> list[tuple[str, bool]]:
+    with os.scandir(path) as entries:
+        return [(e.name, e.is_dir()) for e in entries]
+
+
+def upload(local: Path, path: Path) -> None:
+    os.replace(local, path)
+
+
+def download(path: Path, local: Path) -> None:
+    shutil.copyfile(path, local)

@@ -1,0 +1,213 @@
+"""A local cache of the shard files of remote packs, so readers can memmap them.
+
+Layout: `CACHE_DIR/<key>/<split>/<file>`, one folder per remote pack (the key hashes its URL
+and fingerprint, so a different pack at the same URL never reuses old files), mirroring the
+pack's own layout so that the formats' `open_shard` reads the cached copy as a local pack.
+
+- A file is downloaded to a temporary name, its size and SHA-256 checked against the
+  manifest, then renamed: a partial or corrupt download is never used.
+- Concurrent readers on one machine share the cache: a per-file lock makes one process
+  download while the others wait for it, and eviction runs under a cache-wide lock.
+- Size bound with LRU eviction: each use of a file touches its mtime (at most once per
+  TOUCH_EVERY seconds per process); when the cache grows past `max_bytes`, the least recently
+  used files go first. The files of the shard being fetched, and files touched in the last
+  GRACE seconds by any process (about to be opened), are kept, so the bound can be exceeded
+  while they are needed. Evicting a file that a reader has open is safe: its memmap keeps
+  the data until closed.
+
+`CACHE_DIR` defaults to `$PACKER_CACHE_DIR`, else `$XDG_CACHE_HOME/packer`, else
+`~/.cache/packer`; `max_bytes` to `$PACKER_CACHE_BYTES`, else DEFAULT_MAX_BYTES.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+from ..errors import StorageError
+from . import download, sha256_file
+from .url import URLPath
+
+DEFAULT_MAX_BYTES = 50 * 10**9
+TOUCH_EVERY = 30.0  # seconds between LRU touches of one file by one process
+GRACE = 10.0  # files used this recently are never evicted (between fetch and open)
+STALE_TMP = 3600.0  # a temporary download this old was left by a killed process
+DOWNLOAD_THREADS = 4
+_TMP = ".tmp-"
+
+
+def default_dir() -> Path:
+    """The user's cache folder for packer."""
+    if os.environ.get("PACKER_CACHE_DIR"):
+        return Path(os.environ["PACKER_CACHE_DIR"]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "packer"
+
+
+def default_max_bytes() -> int:
+    text = os.environ.get("PACKER_CACHE_BYTES")
+    return int(float(text)) if text else DEFAULT_MAX_BYTES
+
+
+@contextlib.contextmanager
+def _flock(path: Path) -> Iterator[None]:
+    """An exclusive advisory lock between processes of this machine (released on exit/death)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+class ShardCache:
+    """Local copies of one remote pack's files, fetched on demand or ahead of use."""
+
+    def __init__(
+        self,
+        url: URLPath,
+        manifest: dict,
+        cache_dir: str | os.PathLike | None = None,
+        max_bytes: int | None = None,
+    ) -> None:
+        self.url = url
+        self.cache_dir = Path(cache_dir).expanduser() if cache_dir else default_dir()
+        self.max_bytes = default_max_bytes() if max_bytes is None else int(max_bytes)
+        key = hashlib.sha256(f"{url}\0{manifest.get('fingerprint')}".encode()).hexdigest()
+        self.root = self.cache_dir / key[:24]
+        self._touched: dict[str, float] = {}
+        self._pending: dict[str, Future] = {}
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state.update(_touched={}, _pending={}, _lock=None, _pool=None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state, _lock=threading.Lock())
+
+    def ensure(self, files: list[dict]) -> None:
+        """Have each file (a manifest entry: path, bytes, sha256) in the cache; blocks."""
+        now = time.monotonic()
+        for f in files:
+            if now - self._touched.get(f["path"], -TOUCH_EVERY) < TOUCH_EVERY:
+                continue
+            future = self._pending.get(f["path"])
+            if future is not None:
+                future.result()
+            else:
+                self._fetch(f, files)
+            self._touched[f["path"]] = time.monotonic()
+
+    def prefetch(self, files: list[dict]) -> None:
+        """Start downloading files in the background (no-op for those present or under way)."""
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(DOWNLOAD_THREADS, "packer-cache")
+            for f in files:
+                if f["path"] in self._pending or f["path"] in self._touched:
+                    continue
+                self._pending[f["path"]] = self._pool.submit(self._fetch, f, files)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+    def _fetch(self, f: dict, batch: list[dict]) -> Path:
+        """Download one file unless a valid copy is there; touch it for the LRU order. The
+        files of `batch` (those needed together, a shard's) are not evicted to make room."""
+        local = self.root / f["path"]
+        if self._valid(local, f):
+            _touch(local)
+            return local
+        with _flock(self.cache_dir / ".locks" / _lock_name(self.root, f["path"])):
+            if not self._valid(local, f):  # another process may have fetched it meanwhile
+                tmp = self._reserve(local, f["bytes"], {self.root / g["path"] for g in batch})
+                self._download(local, tmp, f)
+            _touch(local)
+        return local
+
+    @staticmethod
+    def _valid(local: Path, f: dict) -> bool:
+        try:
+            return local.stat().st_size == f["bytes"]
+        except OSError:
+            return False
+
+    def _download(self, local: Path, tmp: Path, f: dict) -> None:
+        """Fetch to a temporary name, check size and SHA-256 against the manifest, rename."""
+        url = self.url / f["path"]
+        try:
+            download(url, tmp)
+            size, digest = sha256_file(tmp)
+            if size != f["bytes"] or digest != f["sha256"]:
+                raise StorageError(
+                    f"{url}: downloaded {size} bytes with sha256 {digest[:16]}..., the "
+                    f"manifest says {f['bytes']} bytes, {f['sha256'][:16]}... (changed or "
+                    "corrupted in the store; `packer verify` checks every file)"
+                )
+            os.replace(tmp, local)
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def _reserve(self, local: Path, incoming: int, keep: set[Path]) -> Path:
+        """Evict least recently used files until `incoming` more bytes fit the bound, and
+        claim them: a temporary file of that size, counted by every process from now on."""
+        local.parent.mkdir(parents=True, exist_ok=True)
+        tmp = local.with_name(f"{_TMP}{local.name}.{uuid.uuid4().hex[:8]}")
+        with _flock(self.cache_dir / ".locks" / "evict"):
+            files = list(_cached_files(self.cache_dir))
+            total = sum(size for _, size, _, _ in files)  # downloads under way included
+            now = time.time()
+            for path, size, mtime, busy in sorted(files, key=lambda x: x[2]):
+                if total + incoming <= self.max_bytes:
+                    break
+                if busy or path in keep or now - mtime < GRACE:
+                    continue
+                with contextlib.suppress(OSError):
+                    path.unlink()
+                    total -= size
+            with open(tmp, "wb") as claim:
+                claim.truncate(incoming)  # sparse: it takes no disk until written
+        return tmp
+
+
+def _touch(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        os.utime(path)
+
+
+def _lock_name(root: Path, path: str) -> str:
+    return hashlib.sha256(f"{root}\0{path}".encode()).hexdigest()[:32]
+
+
+def _cached_files(cache_dir: Path) -> Iterator[tuple[Path, int, float, bool]]:
+    """(path, size, mtime, downloading) of every file in the cache; temporaries that a killed
+    process left are removed."""
+    now = time.time()
+    for folder, dirs, names in os.walk(cache_dir):
+        if Path(folder) == cache_dir:
+            dirs[:] = [d for d in dirs if d != ".locks"]
+        for name in names:
+            path = Path(folder) / name
+            try:
+                info = path.stat()
+            except OSError:
+                continue
+            busy = name.startswith(_TMP)
+            if busy and now - info.st_mtime > STALE_TMP:
+                path.unlink(missing_ok=True)
+                continue
+            yield path, info.st_size, info.st_mtime, busy

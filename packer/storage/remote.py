@@ -1,0 +1,472 @@
+"""The remote storage backend: object stores and other fsspec file systems (s3://, gs://, ...).
+
+The same functions as `storage.local`, over fsspec, so that a pack, its sources and its
+manifest can live in a bucket. Objects appear only complete: a file is written to a local
+temporary file first, then sent in one upload (a single PUT, or a multipart upload that the
+store assembles only when it completes), so nobody ever sees half an object. The lock is an
+object holding its owner (host, pid) and a heartbeat time.
+
+Credentials and endpoints come only from the usual places (for S3: AWS_* variables,
+AWS_PROFILE, ~/.aws/config and credentials, instance roles; for any fsspec protocol:
+FSSPEC_<PROTOCOL>_<OPTION> variables and fsspec's config files). packer never takes them as
+options and never prints them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import os
+import socket
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from ..errors import LockHeldError, StorageError
+from ..flags import flag
+from .local import COPY_BLOCK, FileInfo
+from .url import url_scheme
+
+STALE_AFTER = 300.0  # seconds without a heartbeat after which a lock may be broken (--force)
+HEARTBEAT = 30.0  # seconds between a held lock's heartbeats
+_INSTALL = {"s3": "s3fs", "gs": "gcsfs", "gcs": "gcsfs"}
+_CREDENTIAL_HINT = {
+    "s3": "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, ~/.aws/credentials "
+    "or an instance role",
+    "gs": "GOOGLE_APPLICATION_CREDENTIALS or `gcloud auth application-default login`",
+}
+
+
+def _fs(url: str):
+    """The fsspec file system of `url`'s protocol, configured from the environment alone."""
+    scheme = url_scheme(url) or "file"
+    try:
+        import fsspec
+
+        return fsspec.filesystem(scheme, use_listings_cache=False)
+    except ImportError as exc:
+        package = _INSTALL.get(scheme, f"an fsspec backend for {scheme}://")
+        raise StorageError(
+            f"{url}: remote paths ({scheme}://) need {package}, which is not installed "
+            f"(pip install 'packer[remote]'): {exc}"
+        ) from None
+
+
+def _bucket(url: str) -> str:
+    """The bucket (first path component) of a URL."""
+    return url.split("://", 1)[1].split("/", 1)[0]
+
+
+def _translate(url: str, exc: BaseException) -> BaseException:
+    """A clear one-line error for what a remote store says; other errors pass through."""
+    scheme = url_scheme(url) or "file"
+    name = type(exc).__name__
+    text = str(exc)
+    if "Credentials" in name or "Unable to locate credentials" in text:
+        hint = _CREDENTIAL_HINT.get(scheme, "the environment or the fsspec configuration")
+        return StorageError(f"{url}: no credentials for {scheme}:// found (set them via {hint})")
+    if isinstance(exc, FileNotFoundError) and _no_bucket(exc):
+        return StorageError(f"{url}: the bucket {_bucket(url)!r} does not exist")
+    if isinstance(exc, PermissionError):
+        return StorageError(f"{url}: access denied ({text or name})")
+    if isinstance(exc, OSError | StorageError):
+        return exc
+    if "EndpointConnectionError" in name or "ClientConnectorError" in name:
+        return StorageError(f"{url}: cannot reach the {scheme}:// endpoint ({text})")
+    return exc
+
+
+def _clear_errors(function):
+    """Turn a store's credential, bucket and permission errors into one-line StorageErrors."""
+
+    @functools.wraps(function)
+    def wrapper(url, *args, **kwargs):
+        try:
+            return function(url, *args, **kwargs)
+        except Exception as exc:
+            translated = _translate(str(url), exc)
+            if translated is exc:
+                raise
+            raise translated from None
+
+    return wrapper
+
+
+@_clear_errors
+def read_bytes(url: str) -> bytes:
+    return _fs(url).cat_file(url)
+
+
+@_clear_errors
+def read_text(url: str) -> str:
+    return read_bytes(url).decode("utf-8")
+
+
+def _mtime_ns(info: dict) -> int:
+    """An object's modification time in ns, whole seconds (what every listing and HEAD of a
+    store agree on), 0 when the store keeps none."""
+    for key in ("LastModified", "mtime", "last_modified", "updated", "created"):
+        value = info.get(key)
+        if value is None:
+            continue
+        if hasattr(value, "timestamp"):
+            value = value.timestamp()
+        elif isinstance(value, str):
+            from datetime import datetime
+
+            value = datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        return int(float(value)) * 10**9
+    return 0
+
+
+@_clear_errors
+def read_with_stat(url: str) -> tuple[bytes, int, int]:
+    """An object's bytes with its size and time, the time taken first (a later change shows
+    as a newer time)."""
+    fs = _fs(url)
+    info = fs.info(url)
+    data = fs.cat_file(url)
+    return data, len(data), _mtime_ns(info)
+
+
+@_clear_errors
+def read_head_tail(url: str, head: int, tail: int) -> tuple[bytes, bytes]:
+    fs = _fs(url)
+    size = int(fs.info(url)["size"])
+    if size <= head + tail:
+        return fs.cat_file(url), b""
+    return fs.cat_file(url, start=0, end=head), fs.cat_file(url, start=size - tail, end=size)
+
+
+@_clear_errors
+def stat(url: str) -> tuple[int, int] | None:
+    try:
+        info = _fs(url).info(url)
+    except FileNotFoundError as exc:
+        if _no_bucket(exc):
+            raise
+        return None
+    if info.get("type") != "file":
+        return None
+    return int(info["size"]), _mtime_ns(info)
+
+
+STAT_ONE_BY_ONE = 64  # fewer files than this are asked one by one, more through one listing
+
+
+@_clear_errors
+def stat_many(root: str, rels) -> dict[str, tuple[int, int] | None]:
+    """`stat` of many objects under `root`: one recursive listing rather than a request each."""
+    rels = list(rels)
+    if len(rels) < STAT_ONE_BY_ONE:
+        return {rel: stat(f"{root.rstrip('/')}/{rel}") for rel in rels}
+    fs = _fs(root)
+    top = fs._strip_protocol(root).rstrip("/") + "/"
+    try:
+        listing = fs.find(root, detail=True)
+    except FileNotFoundError:
+        listing = {}
+    found = {
+        name[len(top) :]: (int(info["size"]), _mtime_ns(info))
+        for name, info in listing.items()
+        if name.startswith(top) and info.get("type") == "file"
+    }
+    return {rel: found.get(rel) for rel in rels}
+
+
+def free_space(url: str) -> int | None:
+    """Object stores have no free space to check."""
+    return None
+
+
+@_clear_errors
+def exists(url: str) -> bool:
+    return _fs(url).exists(url)
+
+
+@_clear_errors
+def is_file(url: str) -> bool:
+    return _kind(url) == "file"
+
+
+@_clear_errors
+def is_dir(url: str) -> bool:
+    return _kind(url) == "directory"
+
+
+def _kind(url: str) -> str | None:
+    """ "file", "directory" or None (absent). Not fsspec's isfile/isdir: they answer False for
+    any error, a missing credential included."""
+    try:
+        return _fs(url).info(url)["type"]
+    except FileNotFoundError as exc:
+        if _no_bucket(exc):
+            raise
+        return None
+
+
+def _no_bucket(exc: BaseException) -> bool:
+    text = str(exc)
+    return "bucket does not exist" in text.lower() or "NoSuchBucket" in text
+
+
+@_clear_errors
+def file_size(url: str) -> int:
+    return int(_fs(url).info(url)["size"])
+
+
+@_clear_errors
+def list_dir(url: str) -> list[str]:
+    """Names under a prefix (not recursive), sorted; an empty list where nothing is."""
+    return sorted(name for name, _ in scan_dir(url))
+
+
+@_clear_errors
+def scan_dir(url: str) -> list[tuple[str, bool]]:
+    """(name, is_folder) of each entry under a prefix; empty where nothing is (a bucket that
+    does not exist is an error)."""
+    fs = _fs(url)
+    try:
+        entries = fs.ls(url, detail=True)
+    except FileNotFoundError:
+        if not fs.exists(f"{url.split('://', 1)[0]}://{_bucket(url)}"):
+            raise FileNotFoundError(f"NoSuchBucket: {_bucket(url)}") from None
+        return []
+    own = fs._strip_protocol(url).rstrip("/")
+    found = []
+    for entry in entries:
+        name = entry["name"].rstrip("/")
+        if name == own:
+            continue
+        found.append((name.rsplit("/", 1)[-1], entry["type"] == "directory"))
+    return found
+
+
+def make_dirs(url: str) -> None:
+    """Object stores have no folders: a key's prefix exists once an object is under it."""
+
+
+@_clear_errors
+def remove(url: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        _fs(url).rm_file(url)
+
+
+@_clear_errors
+def remove_tree(url: str) -> None:
+    fs = _fs(url)
+    with contextlib.suppress(FileNotFoundError):
+        if fs.exists(url):
+            fs.rm(url, recursive=True)
+
+
+@_clear_errors
+def sha256_file(url: str) -> tuple[int, str]:
+    """Size and SHA-256 of an object, streamed in large blocks."""
+    digest = hashlib.sha256()
+    size = 0
+    with _fs(url).open(url, "rb", block_size=COPY_BLOCK, cache_type="none") as f:
+        while block := f.read(COPY_BLOCK):
+            digest.update(block)
+            size += len(block)
+    return size, digest.hexdigest()
+
+
+@_clear_errors
+def walk_files(url: str, prefix: str) -> Iterator[str]:
+    """URLs of objects under `url` whose name starts with `prefix`."""
+    fs = _fs(url)
+    try:
+        found = fs.find(url)
+    except FileNotFoundError:
+        return iter(())
+    return iter([fs.unstrip_protocol(p) for p in found if p.rsplit("/", 1)[-1].startswith(prefix)])
+
+
+def relative(url: str, root: str) -> str:
+    """`url` relative to `root`, POSIX separators."""
+    root = root.rstrip("/") + "/"
+    if not url.startswith(root):
+        raise ValueError(f"{url} is not under {root}")
+    return url[len(root) :]
+
+
+@_clear_errors
+def write_atomic(url: str, root: str, head: bytes, parts: Iterable[Path | bytes]) -> FileInfo:
+    """Write `head` then each part to a local temporary file, hashing, then upload it whole."""
+    digest = hashlib.sha256()
+    size = 0
+    with tempfile.NamedTemporaryFile(prefix="packer-upload-", delete=False) as tmp:
+        try:
+            for piece in (head, *parts):
+                for block in _blocks(piece):
+                    tmp.write(block)
+                    digest.update(block)
+                    size += len(block)
+            tmp.close()
+            upload(Path(tmp.name), url)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp.name)
+    return FileInfo(relative(url, root), size, digest.hexdigest())
+
+
+def _blocks(piece: Path | bytes) -> Iterable[bytes]:
+    if isinstance(piece, bytes | bytearray | memoryview):
+        if piece:
+            yield bytes(piece)
+        return
+    with open(piece, "rb") as src:
+        while block := src.read(COPY_BLOCK):
+            yield block
+
+
+@_clear_errors
+def upload(local: Path, url: str) -> None:
+    """Send a finished local file as one object (multipart when large); the object appears
+    only when the whole upload completes. Checks the stored size."""
+    fs = _fs(url)
+    fs.put_file(os.fspath(local), url)
+    stored = int(fs.info(url)["size"])
+    expected = os.path.getsize(local)
+    if stored != expected:
+        raise StorageError(f"{url}: uploaded {expected} bytes but the store holds {stored}")
+
+
+@_clear_errors
+def download(url: str, local: Path) -> None:
+    """Copy an object to a local file (the caller writes under a temporary name)."""
+    _fs(url).get_file(url, os.fspath(local))
+
+
+@_clear_errors
+def write_text_atomic(url: str, text: str) -> None:
+    """Replace a small object in one PUT (complete or absent)."""
+    _fs(url).pipe_file(url, text.encode("utf-8"))
+
+
+# --- the lock object -------------------------------------------------------------------------
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _read_lock(fs, url: str) -> dict | None:
+    try:
+        return json.loads(fs.cat_file(url))
+    except FileNotFoundError:
+        return None
+    except (ValueError, OSError):
+        return {}
+
+
+def describe(owner: dict, now: float) -> str:
+    """`host H pid P, alive N s ago`: who holds a lock, for an error message."""
+    age = now - float(owner.get("time", 0))
+    return f"host {owner.get('host', '?')} pid {owner.get('pid', '?')}, last seen {age:.0f} s ago"
+
+
+def _is_dead(owner: dict) -> bool:
+    """A holder that provably no longer runs: this very machine (same boot), pid gone."""
+    return (
+        owner.get("host") == socket.gethostname()
+        and owner.get("boot") == _boot_id()
+        and isinstance(owner.get("pid"), int)
+        and owner["pid"] != os.getpid()
+        and not _pid_alive(owner["pid"])
+    )
+
+
+class _Heartbeat(threading.Thread):
+    """Rewrites the lock's time every HEARTBEAT seconds while it is ours."""
+
+    def __init__(self, fs, url: str, owner: dict) -> None:
+        super().__init__(name="packer-lock-heartbeat", daemon=True)
+        self.fs, self.url, self.owner = fs, url, owner
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(HEARTBEAT):
+            with contextlib.suppress(Exception):
+                current = _read_lock(self.fs, self.url)
+                if not current or current.get("token") != self.owner["token"]:
+                    return  # released, removed with the work folder, or broken by --force
+                self.fs.pipe_file(self.url, _lock_body(self.owner))
+
+
+def _lock_body(owner: dict) -> bytes:
+    return json.dumps({**owner, "time": time.time()}).encode()
+
+
+@contextlib.contextmanager
+def lock(url: str, holder: str, remove: bool = True, force: bool = False) -> Iterator[None]:
+    """Hold a lock object at `url` while the context runs.
+
+    The object holds its owner (host, boot, pid, a token) and a time that a heartbeat thread
+    renews. Another process is refused (LockHeldError naming the holder) while the lock is
+    held; a lock whose owner provably died on this machine is taken over; a lock without a
+    heartbeat for STALE_AFTER seconds is broken only with `force`. The object is always
+    removed on release (`remove` is for the local backend's lock files).
+    """
+    fs = _fs(url)
+    owner = {
+        "holder": holder,
+        "host": socket.gethostname(),
+        "boot": _boot_id(),
+        "pid": os.getpid(),
+        "token": uuid.uuid4().hex,
+    }
+    _acquire(url, fs, owner, force)
+    beat = _Heartbeat(fs, url, owner)
+    beat.start()
+    try:
+        yield
+    finally:
+        beat.stopped.set()
+        beat.join()
+        with contextlib.suppress(Exception):
+            current = _read_lock(fs, url)
+            if current and current.get("token") == owner["token"]:
+                fs.rm_file(url)
+
+
+@_clear_errors
+def _acquire(url: str, fs, owner: dict, force: bool) -> None:
+    for _ in range(5):
+        try:
+            fs.pipe_file(url, _lock_body(owner), mode="create")
+        except FileExistsError:
+            current = _read_lock(fs, url)
+            if current is None:
+                continue  # released meanwhile: try again
+            now = time.time()
+            stale = now - float(current.get("time", 0)) > STALE_AFTER
+            if _is_dead(current) or (force and stale):
+                fs.rm_file(url)
+                continue
+            hint = f"; stale: pass {flag('force', True)} to break it" if stale else ""
+            raise LockHeldError(url, describe(current, now) + hint) from None
+        current = _read_lock(fs, url)  # stores without exclusive create: who won the race?
+        if current and current.get("token") == owner["token"]:
+            return
+        raise LockHeldError(url, describe(current or {}, time.time()))
+    raise LockHeldError(url, "another process (the lock keeps changing hands)")
