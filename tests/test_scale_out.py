@@ -104,9 +104,15 @@ def s3(tmp_path_factory):
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     import fsspec
+    import s3fs
+
+    # fsspec reuses filesystem instances: one made earlier in the session (a test of the
+    # missing-credentials message, say) would keep its empty credentials.
+    s3fs.S3FileSystem.clear_instance_cache()
 
     yield SimpleNamespace(fs=fsspec.filesystem("s3", use_listings_cache=False), slow=slow)
     server.shutdown()
+    s3fs.S3FileSystem.clear_instance_cache()
     for k, v in saved.items():
         if v is None:
             os.environ.pop(k, None)
