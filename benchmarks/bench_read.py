@@ -45,8 +45,8 @@ import numpy as np
 from PIL import Image
 
 import packer
+from packer.processes import start_method
 from packer.reading.dataset import PackedDataset
-from packer.engines.local import start_method
 from packer.synthetic import shapes_scene
 
 if TYPE_CHECKING:

@@ -2,8 +2,9 @@
 
 Each batch is one read per shard touched (sorted indices, through the format's shard reader:
 a memmap for npy), then an optional vectorised normalisation and one-hot expansion; raw and
-npy packs need no decoding. The object pickles without its open files, so Keras `workers`
-and `use_multiprocessing` each reopen the shards in their own process.
+npy packs need no decoding. With `workers=N`, N packer-owned processes read (and augment)
+batches into a ring of shared-memory slots and the sequence hands them out in order; the
+object pickles without its open files, so every worker maps the shards itself.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import keras
 import numpy as np
 
 from .reading.loader import Loader
+from .reading.pipeline import Pipeline
 
 if TYPE_CHECKING:
     from .augment import Augment
@@ -29,10 +31,13 @@ class PackedSequence(keras.utils.PyDataset):
     exceeds half the machine's RAM, else "global". `rank`/`world_size` give this process its
     disjoint part of every epoch (multi-worker training), with as many batches as every other
     rank: `uneven="pad"` repeats a few samples, `"drop"` leaves a few out. `augment` (a
-    `packer.Augment`) warps images and masks per (seed, epoch, sample index). A pack at a URL
-    is read through a local shard cache in `cache_dir` (default: the user's cache folder).
-    Other keyword arguments go to Keras' PyDataset (`workers`, `use_multiprocessing`,
-    `max_queue_size`).
+    `packer.Augment`) warps images and masks per (seed, epoch, sample index). `workers=N`
+    (N > 1) reads and augments in N packer-owned processes that write each batch into
+    shared memory (no pixels through pipes), up to `max_queue_size` batches ahead; Keras
+    itself then sees one worker. With `use_multiprocessing=True` the workers are Keras' own
+    instead (batches pickled through pipes: slower). A pack at a URL is read through a
+    local shard cache in `cache_dir` (default: the user's cache folder). Other keyword
+    arguments go to Keras' PyDataset.
 
     `state_dict(batches=k)` after k batches of the current pass, and `load_state_dict(state)`
     on a fresh sequence with the same options, resume exactly: its pass then holds the batches
@@ -55,10 +60,19 @@ class PackedSequence(keras.utils.PyDataset):
         world_size: int = 1,
         uneven: str = "pad",
         augment: Augment | None = None,
+        workers: int = 1,
+        max_queue_size: int | None = None,
         cache_dir: str | os.PathLike | None = None,
         **kwargs,
     ) -> None:
-        super().__init__(**kwargs)
+        ours = workers > 1 and not kwargs.get("use_multiprocessing", False)
+        keras_options = {} if ours else {"workers": workers}
+        if max_queue_size is not None and not ours:
+            keras_options["max_queue_size"] = max_queue_size
+        super().__init__(**keras_options, **kwargs)
+        self.pipeline_workers = workers if ours else 0
+        self.max_ahead = max_queue_size
+        self._pipeline: Pipeline | None = None
         self.loader = Loader(
             path,
             split,
@@ -82,11 +96,38 @@ class PackedSequence(keras.utils.PyDataset):
     def __getitem__(self, index: int) -> tuple[np.ndarray, np.ndarray]:
         if not 0 <= index < len(self):
             raise IndexError(f"batch {index} out of range ({len(self)} batches)")
-        return self.loader.batch(self.loader.start + index)
+        if self.pipeline_workers:
+            return self._started_pipeline()[index]
+        return self.loader.pass_batch(index)
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_pipeline": None}  # workers stay with their parent
 
     def on_epoch_end(self) -> None:
         """Next epoch, next seeded order (the same seed gives the same sequence of orders)."""
         self.loader.set_epoch(self.loader.epoch + 1)
+        self._tell_workers("set_epoch", self.loader.epoch)
+
+    def close(self) -> None:
+        """Stop packer's worker processes now (they also stop with the sequence or process)."""
+        if self._pipeline is not None:
+            self._pipeline.close()
+            self._pipeline = None
+
+    def _started_pipeline(self) -> Pipeline:
+        """The worker processes, started on the first batch asked for."""
+        if self._pipeline is None:
+            self._pipeline = Pipeline(
+                self.loader.pass_batch, len(self), self.pipeline_workers, self.max_ahead
+            )
+        return self._pipeline
+
+    def _tell_workers(self, method: str, *args) -> None:
+        """Do to every worker's loader what was done to ours, and start the pass over."""
+        if self._pipeline is not None:
+            self._pipeline.broadcast(method, *args)
+            self._pipeline.length = len(self)
+            self._pipeline.seek(0)
 
     def state_dict(self, batches: int = 0) -> dict:
         """The reading position after `batches` batches of the current pass (the training
@@ -96,3 +137,4 @@ class PackedSequence(keras.utils.PyDataset):
     def load_state_dict(self, state: dict) -> None:
         """Resume from `state` (saved with the same options; its seed is taken)."""
         self.loader.load_state_dict(state)
+        self._tell_workers("load_state_dict", state)

@@ -225,3 +225,34 @@ def test_keras_with_the_torch_backend_trains_from_packed_sequence(cls_pack):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert "trained" in done.stdout
+
+
+def test_packer_workers_give_the_same_augmented_batches_in_order(seg_pack):
+    """workers=2: packer's own processes, shared-memory slots; same batches as in-process."""
+    aug = packer.Augment(rotation_range=10, horizontal_flip=True, zoom_range=0.1, seed=4)
+    alone = PackedSequence(seg_pack, batch_size=3, seed=2, augment=aug)
+    pooled = PackedSequence(seg_pack, batch_size=3, seed=2, augment=aug, workers=2)
+    try:
+        for _ in range(2):  # on_epoch_end reaches the workers: epoch 1 differs from epoch 0
+            assert len(pooled) == len(alone)
+            for i in range(len(alone)):
+                want, got = alone[i], pooled[i]
+                assert np.array_equal(want[0], got[0]) and np.array_equal(want[1], got[1])
+            alone.on_epoch_end()
+            pooled.on_epoch_end()
+        state = alone.state_dict(batches=2)
+        resumed = PackedSequence(seg_pack, batch_size=3, augment=aug, workers=2)
+        resumed.load_state_dict(state)
+        assert np.array_equal(resumed[0][1], alone[2][1])
+        resumed.close()
+    finally:
+        pooled.close()
+
+
+def test_fit_from_packer_workers(cls_pack):
+    seq = PackedSequence(cls_pack, batch_size=4, normalize="unit", workers=2)
+    try:
+        history = tiny_classifier(24, 3).fit(seq, epochs=2, verbose=0)
+    finally:
+        seq.close()
+    assert all(np.isfinite(history.history["loss"]))

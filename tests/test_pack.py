@@ -11,9 +11,8 @@ import pytest
 from PIL import Image
 
 import packer
-from packer.errors import PackError
+from packer.errors import PackError, UnknownLabelError
 from packer.packing import plan
-from packer.errors import UnknownLabelError
 from packer.synthetic import SHAPE_CLASSES, make_segmentation
 from tests.conftest import manifest_hashes
 

@@ -146,7 +146,8 @@ def test_tf_resume_needs_a_seed_and_random_access(pack, seg_src, tmp_path):
         packer.tf.dataset(pack, start=3)
     tfrecord = packer.pack(seg_src, out=tmp_path / "t", format="tfrecord", size=(32, 24))
     with pytest.raises(ValueError, match=r"tf\.train\.Checkpoint"):
-        packer.tf.dataset(tfrecord.root, seed=0, start=3)
+        packer.tf.dataset(tfrecord.root, seed=0, start=3, stream=True)
+    assert len(list(packer.tf.dataset(tfrecord.root, seed=0, start=3))) > 0  # random access
 
 
 def run_job(pack: Path, kind: str, workers: int, out: Path, stop_after: int = 0):

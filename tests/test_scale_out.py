@@ -106,15 +106,18 @@ def s3(tmp_path_factory):
     import fsspec
     import s3fs
 
-    s3fs.S3FileSystem.clear_instance_cache()  # one made before took its settings then
+    # fsspec reuses filesystem instances: one made earlier in the session (a test of the
+    # missing-credentials message, say) would keep its empty credentials.
+    s3fs.S3FileSystem.clear_instance_cache()
+
     yield SimpleNamespace(fs=fsspec.filesystem("s3", use_listings_cache=False), slow=slow)
     server.shutdown()
+    s3fs.S3FileSystem.clear_instance_cache()
     for k, v in saved.items():
         if v is None:
             os.environ.pop(k, None)
         else:
             os.environ[k] = v
-    s3fs.S3FileSystem.clear_instance_cache()
 
 
 _buckets = iter(range(10**6))

@@ -204,3 +204,51 @@ def test_random_access_resumes_at_a_step_count(seg):
     full = [keys(x.numpy()) for x, _ in endless.take(9)]
     resumed = packer.tf.dataset(seg["npy"], batch_size=3, seed=2, repeat=True, start=6)
     assert [keys(x.numpy()) for x, _ in resumed.take(3)] == full[6:]
+
+
+def test_a_streamed_pipeline_resumes_from_its_checkpointed_iterator(seg, tmp_path):
+    """Streamed tfrecord is tf.data's own pipeline: tf.train.Checkpoint saves its position."""
+
+    def make() -> tf.data.Dataset:
+        return packer.tf.dataset(seg["tfrecord"], batch_size=3, seed=5, repeat=True)
+
+    full = [keys(x.numpy()) for x, _ in make().take(9)]
+    iterator = iter(make())
+    head = [keys(next(iterator)[0].numpy()) for _ in range(4)]
+    saved = tf.train.Checkpoint(iterator=iterator).save(str(tmp_path / "it"))
+    resumed = iter(make())
+    tf.train.Checkpoint(iterator=resumed).restore(saved)
+    assert head + [keys(next(resumed)[0].numpy()) for _ in range(5)] == full
+
+
+def test_uncompressed_tfrecord_reads_by_random_access_by_default(seg):
+    """The default path is packer's shard reader: the same seeded batches as PackedSequence."""
+    from packer.keras import PackedSequence
+
+    seq = PackedSequence(seg["tfrecord"], batch_size=4, seed=5)
+    batches = list(packer.tf.dataset(seg["tfrecord"], batch_size=4, seed=5))
+    assert len(batches) == len(seq)
+    for i, (images, masks) in enumerate(batches):
+        assert np.array_equal(images.numpy(), seq[i][0])
+        assert np.array_equal(masks.numpy(), seq[i][1])
+
+
+def test_in_graph_augmentation_matches_the_numpy_executor(seg):
+    """One seeded draw: tf.data's in-graph warp agrees with PackedSequence's OpenCV warp."""
+    from packer.keras import PackedSequence
+
+    aug = packer.Augment(rotation_range=15, zoom_range=0.1, horizontal_flip=True, seed=2)
+    seq = PackedSequence(seg["npy"], batch_size=4, seed=1, augment=aug)
+    batches = list(packer.tf.dataset(seg["npy"], batch_size=4, seed=1, augment=aug))
+    assert len(batches) == len(seq)
+    agree, total = 0, 0
+    for i, (images, masks) in enumerate(batches):
+        want_images, want_masks = seq[i]
+        agree += int((masks.numpy() == want_masks).sum())
+        total += want_masks.size
+        assert np.abs(images.numpy().astype(int) - want_images).mean() < 2.0
+    assert agree / total >= 0.995
+    plain = next(iter(packer.tf.dataset(seg["npy"], batch_size=4, seed=1)))[1].numpy()
+    assert not np.array_equal(plain, batches[0][1].numpy())  # the masks did move
+    with pytest.raises(ValueError, match="random access"):
+        packer.tf.dataset(seg["tfrecord"], stream=True, augment=aug)

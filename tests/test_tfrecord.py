@@ -244,7 +244,9 @@ def test_one_corrupted_byte_is_a_data_loss(seg, tmp_path):
     with pytest.raises(tf.errors.DataLossError, match="corrupted record"):
         list(tf.data.TFRecordDataset(str(path)))
     with pytest.raises(tf.errors.DataLossError):
-        list(packer.tf.dataset(copy, batch_size=4, shuffle=False))
+        list(packer.tf.dataset(copy, batch_size=4, shuffle=False, stream=True))
+    with pytest.raises(tf.errors.OpError, match=rf"{path.name}: record \d+ is corrupted"):
+        list(packer.tf.dataset(copy, batch_size=4, shuffle=False))  # packer's shard reader
     with pytest.raises(OSError, match=rf"{path.name}: record \d+ is corrupted"):
         packer.open(copy)["train"].reader.read(np.arange(14))
 

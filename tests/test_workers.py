@@ -27,7 +27,7 @@ def test_worker_code_never_imports_tensorflow():
 
 
 def test_workers_are_spawned_not_forked_once_tensorflow_is_loaded():
-    code = "import packer.engines.local as e; print(e.start_method())"
+    code = "import packer.processes as e; print(e.start_method())"
     assert _python(code) == "fork"
     assert _python("import tensorflow; " + code) == "spawn"
 

@@ -8,35 +8,18 @@ the parent and runs OpenCV on one thread (the pool is the parallelism).
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing
 import os
 import signal
-import sys
-import threading
-import types
-from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
 import cv2
 
-from ..storage.local import libc
+from ..processes import die_with_parent, main_hidden, start_method
 from . import cpu_count
 
-_FORK_UNSAFE = ("tensorflow", "torch", "jax", "keras")
-_PR_SET_PDEATHSIG = 1
-
 _converter: Any = None  # this worker process's converter, set by _init_worker
-
-
-def start_method() -> str:
-    """'fork' when it is safe (Linux, one thread, no framework loaded), else 'spawn'."""
-    if sys.platform != "linux" or threading.active_count() > 1:
-        return "spawn"
-    if any(name in sys.modules for name in _FORK_UNSAFE):
-        return "spawn"
-    return "fork"
 
 
 class LocalEngine:
@@ -63,7 +46,7 @@ class LocalEngine:
     def submit(self, method: str, *args: Any) -> Future:
         assert self._pool is not None, "start() the engine first"
         # The first submits start the worker processes: hide the caller's script from them.
-        with _main_hidden(self._spawned):
+        with main_hidden(self._spawned):
             return self._pool.submit(_call, method, *args)
 
     def stop(self, cancel: bool = False) -> None:
@@ -79,38 +62,13 @@ def _init_worker(converter: Any, parent_pid: int) -> None:
     """Per-process set-up: keep the converter, ignore Ctrl-C, die with the parent, one thread."""
     global _converter
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _die_with_parent(parent_pid)
+    die_with_parent(parent_pid)
     cv2.setNumThreads(1)
     _converter = converter
 
 
 def _call(method: str, *args: Any) -> Any:
     return getattr(_converter, method)(*args)
-
-
-def _die_with_parent(parent_pid: int) -> None:
-    """Linux: ask for SIGKILL when the parent dies; exit now if it already has."""
-    try:
-        libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError, TypeError):
-        return
-    if os.getppid() != parent_pid:
-        os._exit(1)
-
-
-@contextlib.contextmanager
-def _main_hidden(hide: bool) -> Iterator[None]:
-    """Spawned workers re-import the caller's main script (and with it TensorFlow, in a
-    training script) unless `__main__` looks like no script while they start."""
-    if not hide:
-        yield
-        return
-    main = sys.modules["__main__"]
-    sys.modules["__main__"] = types.ModuleType("__main__")
-    try:
-        yield
-    finally:
-        sys.modules["__main__"] = main
 
 
 def _kill(pool: ProcessPoolExecutor) -> None:

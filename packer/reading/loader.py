@@ -147,6 +147,10 @@ class Loader:
             self._prefetch_windows(epoch, self.sampler.window_of(index))
         return self.split.reader.read(indices, out)
 
+    def pass_batch(self, index: int) -> tuple[np.ndarray, np.ndarray]:
+        """Batch `index` of the current pass: after a resume the pass starts at `start`."""
+        return self.batch(self.start + index)
+
     def batch(self, index: int, epoch: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """`(images, targets)` of batch `index`, augmented, normalised and one-hot as asked."""
         arrays = self.read(index, epoch)

@@ -15,39 +15,25 @@ import os
 import pickle
 import signal
 import sys
-import tempfile
 import threading
 import traceback
-import types
 import weakref
 from collections.abc import Callable, Iterator
-from multiprocessing import connection, reduction
+from multiprocessing import connection
 from typing import Any
 
 import numpy as np
 
 from ..errors import PackError
-from ..storage.local import libc
+from ..processes import die_with_parent, main_hidden, start_method
+from .slots import SharedFd, Slots, anonymous_memory, build, nbytes, split
 
-_FORK_UNSAFE = ("tensorflow", "torch", "jax", "keras")
-_ALIGN = 64  # TensorFlow adopts 64-byte aligned arrays without a copy
 _PER_WORKER = 2  # tasks queued per worker, so none waits for the parent between batches
 _RESERVE = 2  # slots the caller may hold as zero-copy views; past that it gets copies
-_PR_SET_PDEATHSIG = 1
 
 
 class WorkerError(PackError):
     """A worker raised, could not start, or died; the message carries its traceback."""
-
-
-def start_method() -> str:
-    """'fork' when the parent is one thread with no framework loaded (fast start), else 'spawn'
-    (forking TensorFlow's or torch's threads can deadlock the child)."""
-    if sys.platform != "linux" or threading.active_count() > 1:
-        return "spawn"
-    if any(name in sys.modules for name in _FORK_UNSAFE):
-        return "spawn"
-    return "fork"
 
 
 class Pipeline:
@@ -89,7 +75,7 @@ class Pipeline:
         self.ahead = max(1, max_queue_size or 2 * workers)
         self.start_method = start or start_method()
         self._lock = threading.RLock()
-        self._fds = [_anonymous_memory() for _ in range(self.ahead + _RESERVE)]
+        self._fds = [anonymous_memory() for _ in range(self.ahead + _RESERVE)]
         self._maps: list[mmap.mmap | None] = [None] * len(self._fds)
         self._free = list(range(len(self._fds)))
         self._held: dict[int, weakref.ref] = {}
@@ -102,7 +88,7 @@ class Pipeline:
         self._gen = 0
         context = multiprocessing.get_context(self.start_method)
         deathsig = threading.current_thread() is threading.main_thread()
-        shared = [_SharedFd(fd) for fd in self._fds]
+        shared = [SharedFd(fd) for fd in self._fds]
         self._conns: list[connection.Connection] = []
         self._processes: list[multiprocessing.process.BaseProcess] = []
         self._finalizer = weakref.finalize(self, _shutdown, self._processes, self._conns, self._fds)
@@ -113,7 +99,7 @@ class Pipeline:
                 "cannot import: define it in a module (a .py file) and import it from there"
             )
         hide_main = self.start_method != "fork" and not needs_main
-        with _main_hidden(hide_main):
+        with main_hidden(hide_main):
             for number in range(workers):
                 parent_end, child_end = context.Pipe()
                 process = context.Process(
@@ -275,17 +261,17 @@ class Pipeline:
             raise WorkerError(f"batch {index} failed in worker {number}:\n{spec}")
         if not layout:
             self._free.append(slot)
-            return _build(spec, [])
-        end = layout[-1][0] + _nbytes(layout[-1])
+            return build(spec, [])
+        end = layout[-1][0] + nbytes(layout[-1])
         owner = np.frombuffer(self._mapped(slot, end), np.uint8, count=end)
-        leaves = [owner[o : o + _nbytes((o, s, d))].view(d).reshape(s) for o, s, d in layout]
+        leaves = [owner[o : o + nbytes((o, s, d))].view(d).reshape(s) for o, s, d in layout]
         if len(self._held) >= _RESERVE:
             leaves = [np.array(leaf) for leaf in leaves]
             self._free.append(slot)
         else:
             released = self._released
             self._held[slot] = weakref.ref(owner, lambda _, s=slot: released.append(s))
-        return _build(spec, leaves)
+        return build(spec, leaves)
 
     def _mapped(self, slot: int, end: int) -> mmap.mmap:
         mapping = self._maps[slot]
@@ -296,35 +282,6 @@ class Pipeline:
             mapping = mmap.mmap(self._fds[slot], os.fstat(self._fds[slot]).st_size)
             self._maps[slot] = mapping
         return mapping
-
-
-def _nbytes(entry: tuple) -> int:
-    _, shape, dtype = entry
-    return int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-
-
-def _anonymous_memory() -> int:
-    """A file descriptor of growable shared memory that has no name anywhere."""
-    if hasattr(os, "memfd_create"):
-        return os.memfd_create("packer-slot")
-    shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
-    with tempfile.TemporaryFile(dir=shm) as file:  # unlinked at once (O_TMPFILE where it can)
-        return os.dup(file.fileno())
-
-
-class _SharedFd:
-    """A file descriptor that reaches a worker under any start method (inherited by fork,
-    passed along by spawn)."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-
-    def __reduce__(self) -> tuple:
-        return _SharedFd._rebuild, (reduction.DupFd(self.fd),)
-
-    @staticmethod
-    def _rebuild(duplicate: Any) -> _SharedFd:
-        return _SharedFd(duplicate.detach())
 
 
 def _shutdown(processes: list, conns: list, fds: list[int]) -> None:
@@ -351,58 +308,6 @@ def _main_importable() -> bool:
     return getattr(main, "__spec__", None) is not None or bool(path and os.path.isfile(path))
 
 
-@contextlib.contextmanager
-def _main_hidden(hide: bool) -> Iterator[None]:
-    """Spawned workers re-import the caller's main script (and with it TensorFlow, in a
-    training script) unless `__main__` looks like no script while they start."""
-    if not hide:
-        yield
-        return
-    main = sys.modules["__main__"]
-    sys.modules["__main__"] = types.ModuleType("__main__")
-    try:
-        yield
-    finally:
-        sys.modules["__main__"] = main
-
-
-def _split(obj: Any, arrays: list[np.ndarray]) -> tuple:
-    """A picklable description of `obj` with its arrays replaced by their positions in `arrays`.
-    Tuples (named ones keep their class), lists and dicts are walked; other leaves travel as
-    they are."""
-    if isinstance(obj, (tuple, list)):
-        named = type(obj) if hasattr(obj, "_fields") else None
-        kind = "list" if isinstance(obj, list) else "tuple"
-        return (kind, named, [_split(item, arrays) for item in obj])
-    if isinstance(obj, dict):
-        return ("dict", None, [(key, _split(value, arrays)) for key, value in obj.items()])
-    if isinstance(obj, np.ndarray) or (hasattr(obj, "__array__") and not np.isscalar(obj)):
-        array = np.asarray(obj)
-        if not array.dtype.hasobject:
-            arrays.append(array)
-            return ("array", len(arrays) - 1)
-    return ("value", obj)
-
-
-def _build(spec: tuple, leaves: list[np.ndarray]) -> Any:
-    """The inverse of `_split`."""
-    kind = spec[0]
-    if kind == "array":
-        return leaves[spec[1]]
-    if kind == "value":
-        return spec[1]
-    _, named, items = spec
-    if kind == "dict":
-        return {key: _build(value, leaves) for key, value in items}
-    built = [_build(item, leaves) for item in items]
-    if kind == "list":
-        return built
-    return named(*built) if named else tuple(built)
-
-
-# -- worker side ------------------------------------------------------------------------
-
-
 def _work(
     payload: bytes, conn: connection.Connection, shared: list, parent: int, deathsig: bool
 ) -> None:
@@ -410,13 +315,13 @@ def _work(
     told to stop or the parent is gone."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if deathsig:
-        _die_with_parent(parent)
+        die_with_parent(parent)
     try:
         produce = pickle.loads(payload)
     except BaseException:
         conn.send(("failed", traceback.format_exc()))
         return
-    slots = _Slots([s.fd for s in shared])
+    slots = Slots([s.fd for s in shared])
     while True:
         try:
             message = conn.recv()
@@ -435,52 +340,8 @@ def _work(
         _, gen, index, slot = message
         try:
             arrays: list[np.ndarray] = []
-            spec = _split(produce(index), arrays)
+            spec = split(produce(index), arrays)
             layout = slots.write(slot, arrays)
             conn.send(("batch", gen, index, slot, spec, layout))
         except Exception:
             conn.send(("error", gen, index, slot, traceback.format_exc(), None))
-
-
-class _Slots:
-    """A worker's mappings of the slots, grown (file and mapping) when a batch does not fit."""
-
-    def __init__(self, fds: list[int]) -> None:
-        self.fds = fds
-        self.maps: list[mmap.mmap | None] = [None] * len(fds)
-
-    def write(self, slot: int, arrays: list[np.ndarray]) -> list[tuple]:
-        """Copy `arrays` into `slot`, each on an aligned offset; return (offset, shape, dtype)s."""
-        layout, end = [], 0
-        for array in arrays:
-            end = -(-end // _ALIGN) * _ALIGN
-            layout.append((end, array.shape, array.dtype))
-            end += array.nbytes
-        buffer = np.frombuffer(self._mapped(slot, end), np.uint8, count=end)
-        for (offset, shape, dtype), array in zip(layout, arrays, strict=True):
-            target = buffer[offset : offset + array.nbytes].view(dtype).reshape(shape)
-            np.copyto(target, array, casting="no")
-        return layout
-
-    def _mapped(self, slot: int, end: int) -> mmap.mmap:
-        mapping, fd = self.maps[slot], self.fds[slot]
-        if mapping is not None and len(mapping) >= end:
-            return mapping
-        size = os.fstat(fd).st_size
-        if size < end or size == 0:  # room to grow a little, so varying shapes rarely remap
-            size = -(-(end + end // 8 + 1) // mmap.PAGESIZE) * mmap.PAGESIZE
-            os.ftruncate(fd, size)
-        if mapping is not None:
-            mapping.close()
-        self.maps[slot] = mmap.mmap(fd, size)
-        return self.maps[slot]
-
-
-def _die_with_parent(parent: int) -> None:
-    """Linux: ask for SIGKILL when the parent dies; exit now if it already has."""
-    try:
-        libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError, TypeError):
-        return
-    if os.getppid() != parent:
-        os._exit(1)

@@ -1,0 +1,57 @@
+"""Child processes packer starts itself (pack workers, reader workers): how to start them
+safely and how they end with their parent.
+
+Fork is fast, but forking a parent that runs TensorFlow's or torch's threads can deadlock
+the child, so those parents spawn. Spawned children would re-import the caller's script
+(and TensorFlow with it) unless `__main__` is hidden while they start. Children ask the
+kernel to kill them when the parent dies, so a killed parent leaves no worker behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+import types
+from collections.abc import Iterator
+
+from .storage.local import libc
+
+FORK_UNSAFE = ("tensorflow", "torch", "jax", "keras")
+_PR_SET_PDEATHSIG = 1
+
+
+def start_method() -> str:
+    """'fork' when it is safe (Linux, one thread, no framework loaded), else 'spawn'."""
+    if sys.platform != "linux" or threading.active_count() > 1:
+        return "spawn"
+    if any(name in sys.modules for name in FORK_UNSAFE):
+        return "spawn"
+    return "fork"
+
+
+@contextlib.contextmanager
+def main_hidden(hide: bool) -> Iterator[None]:
+    """While children start: `__main__` looks like no script, so spawned children do not
+    re-import the caller's main script (and with it TensorFlow, in a training script)."""
+    if not hide:
+        yield
+        return
+    main = sys.modules["__main__"]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """In a child, Linux: ask for SIGKILL when the parent dies; exit now if it already has."""
+    try:
+        libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError, TypeError):
+        return
+    if os.getppid() != parent_pid:
+        os._exit(1)
