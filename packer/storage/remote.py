@@ -17,23 +17,16 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import json
 import os
-import socket
 import tempfile
-import threading
-import time
-import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from ..errors import LockHeldError, StorageError
-from ..flags import flag
+from ..errors import StorageError
+from . import lock_object
 from .local import COPY_BLOCK, FileInfo
 from .url import url_scheme
 
-STALE_AFTER = 300.0  # seconds without a heartbeat after which a lock may be broken (--force)
-HEARTBEAT = 30.0  # seconds between a held lock's heartbeats
 _INSTALL = {"s3": "s3fs", "gs": "gcsfs", "gcs": "gcsfs"}
 _CREDENTIAL_HINT = {
     "s3": "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, ~/.aws/credentials "
@@ -350,123 +343,26 @@ def write_text_atomic(url: str, text: str) -> None:
     _fs(url).pipe_file(url, text.encode("utf-8"))
 
 
-# --- the lock object -------------------------------------------------------------------------
-
-
-def _boot_id() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return ""
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _read_lock(fs, url: str) -> dict | None:
-    try:
-        return json.loads(fs.cat_file(url))
-    except FileNotFoundError:
-        return None
-    except (ValueError, OSError):
-        return {}
-
-
-def describe(owner: dict, now: float) -> str:
-    """`host H pid P, alive N s ago`: who holds a lock, for an error message."""
-    age = now - float(owner.get("time", 0))
-    return f"host {owner.get('host', '?')} pid {owner.get('pid', '?')}, last seen {age:.0f} s ago"
-
-
-def _is_dead(owner: dict) -> bool:
-    """A holder that provably no longer runs: this very machine (same boot), pid gone."""
-    return (
-        owner.get("host") == socket.gethostname()
-        and owner.get("boot") == _boot_id()
-        and isinstance(owner.get("pid"), int)
-        and owner["pid"] != os.getpid()
-        and not _pid_alive(owner["pid"])
-    )
-
-
-class _Heartbeat(threading.Thread):
-    """Rewrites the lock's time every HEARTBEAT seconds while it is ours."""
-
-    def __init__(self, fs, url: str, owner: dict) -> None:
-        super().__init__(name="packer-lock-heartbeat", daemon=True)
-        self.fs, self.url, self.owner = fs, url, owner
-        self.stopped = threading.Event()
-
-    def run(self) -> None:
-        while not self.stopped.wait(HEARTBEAT):
-            with contextlib.suppress(Exception):
-                current = _read_lock(self.fs, self.url)
-                if not current or current.get("token") != self.owner["token"]:
-                    return  # released, removed with the work folder, or broken by --force
-                self.fs.pipe_file(self.url, _lock_body(self.owner))
-
-
-def _lock_body(owner: dict) -> bytes:
-    return json.dumps({**owner, "time": time.time()}).encode()
+# --- the lock object (its protocol: storage.lock_object) -----------------------------------
 
 
 @contextlib.contextmanager
 def lock(url: str, holder: str, remove: bool = True, force: bool = False) -> Iterator[None]:
-    """Hold a lock object at `url` while the context runs.
-
-    The object holds its owner (host, boot, pid, a token) and a time that a heartbeat thread
-    renews. Another process is refused (LockHeldError naming the holder) while the lock is
-    held; a lock whose owner provably died on this machine is taken over; a lock without a
-    heartbeat for STALE_AFTER seconds is broken only with `force`. The object is always
-    removed on release (`remove` is for the local backend's lock files).
-    """
+    """Hold a lock object at `url` while the context runs (see storage.lock_object): refused
+    while another process holds it, taken over when its owner provably died on this machine,
+    broken with `force` once stale. The object is always removed on release (`remove` is for
+    the local backend's lock files)."""
     fs = _fs(url)
-    owner = {
-        "holder": holder,
-        "host": socket.gethostname(),
-        "boot": _boot_id(),
-        "pid": os.getpid(),
-        "token": uuid.uuid4().hex,
-    }
-    _acquire(url, fs, owner, force)
-    beat = _Heartbeat(fs, url, owner)
+    owner = _acquire(url, fs, holder, force)
+    beat = lock_object.Heartbeat(fs, url, owner)
     beat.start()
     try:
         yield
     finally:
-        beat.stopped.set()
-        beat.join()
-        with contextlib.suppress(Exception):
-            current = _read_lock(fs, url)
-            if current and current.get("token") == owner["token"]:
-                fs.rm_file(url)
+        beat.stop()
+        lock_object.release(fs, url, owner)
 
 
 @_clear_errors
-def _acquire(url: str, fs, owner: dict, force: bool) -> None:
-    for _ in range(5):
-        try:
-            fs.pipe_file(url, _lock_body(owner), mode="create")
-        except FileExistsError:
-            current = _read_lock(fs, url)
-            if current is None:
-                continue  # released meanwhile: try again
-            now = time.time()
-            stale = now - float(current.get("time", 0)) > STALE_AFTER
-            if _is_dead(current) or (force and stale):
-                fs.rm_file(url)
-                continue
-            hint = f"; stale: pass {flag('force', True)} to break it" if stale else ""
-            raise LockHeldError(url, describe(current, now) + hint) from None
-        current = _read_lock(fs, url)  # stores without exclusive create: who won the race?
-        if current and current.get("token") == owner["token"]:
-            return
-        raise LockHeldError(url, describe(current or {}, time.time()))
-    raise LockHeldError(url, "another process (the lock keeps changing hands)")
+def _acquire(url: str, fs, holder: str, force: bool) -> dict:
+    return lock_object.acquire(fs, url, holder, force)
