@@ -8,6 +8,7 @@ sequences below, and should not pay for TensorFlow.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -156,7 +157,10 @@ time.sleep(120)
 
 def shm_users(pid: int) -> list[str]:
     """What process `pid` has open or mapped from /dev/shm."""
-    fds = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+    fds = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(FileNotFoundError):  # closed while we list (a spawn's pipes)
+            fds.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
     maps = Path(f"/proc/{pid}/maps").read_text().splitlines()
     return [name for name in fds + maps if "/dev/shm" in name]
 
