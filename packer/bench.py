@@ -45,6 +45,7 @@ def timed(step: Callable[[], int], seconds: float) -> float:
 
 
 def shard_files(split: Split) -> list[Path]:
+    """Every file of a split's shards, as local paths."""
     root = split.dataset.root
     return [root / f["path"] for s in split.shards for f in s["files"]]
 

@@ -132,6 +132,7 @@ def _compact(fh, nbytes: int, runs: list[tuple[int, int]]) -> None:
 def open_shard(
     root: Path, split: str, shard: dict, fields: Sequence[Field], options: dict
 ) -> NpyShardReader:
+    """Random access to one npy shard's fields (memmaps, opened on first use)."""
     paths = {f.name: root / split / file_name(shard["name"], f.name) for f in fields}
     return NpyShardReader(paths, shard["count"])
 

@@ -227,6 +227,7 @@ def _record(data: bytes, specs: list, path: Path, index: int) -> dict[str, np.nd
 def open_shard(
     root: Path, split: str, shard: dict, fields: Sequence[Field], options: dict
 ) -> TFRecordShardReader:
+    """Random access to one uncompressed TFRecord shard's records."""
     if options["compression"] != "none":
         raise ValueError(
             f"{split}/{file_name(shard['name'], options)}: gzip-compressed TFRecords have no "

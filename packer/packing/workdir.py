@@ -19,18 +19,22 @@ RECEIPT_SUFFIX = ".receipt.json"
 
 
 def partial_dir(out: Path) -> Path:
+    """The work folder of an unfinished pack."""
     return out / PARTIAL_DIR
 
 
 def lock_path(out: Path) -> Path:
+    """The lock file the packing process holds."""
     return out / PARTIAL_DIR / "lock"
 
 
 def plan_marker(out: Path) -> Path:
+    """The file naming the fingerprint (and command) of the pack being written."""
     return out / PARTIAL_DIR / "plan.json"
 
 
 def parts_dir(out: Path) -> Path:
+    """Where chunk part files wait to be joined into shards."""
     return out / PARTIAL_DIR / "parts"
 
 

@@ -38,6 +38,7 @@ def larger_than_ram(total_bytes: int) -> bool:
 
 
 def uniform(count: int, rng: np.random.Generator) -> np.ndarray:
+    """A uniform permutation of the split's sample indices."""
     return rng.permutation(count)
 
 

@@ -88,10 +88,12 @@ def _local(path: str | os.PathLike) -> Path | str:
 
 
 def read_bytes(path: str | os.PathLike) -> bytes:
+    """A whole file's bytes."""
     return backend(path).read_bytes(_local(path))
 
 
 def read_text(path: str | os.PathLike) -> str:
+    """A whole UTF-8 text file."""
     return backend(path).read_text(_local(path))
 
 
@@ -124,18 +126,22 @@ def free_space(path: str | os.PathLike) -> int | None:
 
 
 def exists(path: str | os.PathLike) -> bool:
+    """Whether a file or folder is there."""
     return backend(path).exists(_local(path))
 
 
 def is_file(path: str | os.PathLike) -> bool:
+    """Whether `path` is a file."""
     return backend(path).is_file(_local(path))
 
 
 def is_dir(path: str | os.PathLike) -> bool:
+    """Whether `path` is a folder."""
     return backend(path).is_dir(_local(path))
 
 
 def file_size(path: str | os.PathLike) -> int:
+    """A file's size in bytes."""
     return backend(path).file_size(_local(path))
 
 
@@ -145,6 +151,7 @@ def list_dir(path: str | os.PathLike) -> list[str]:
 
 
 def make_dirs(path: str | os.PathLike) -> None:
+    """Create a folder and its parents; an existing one is fine."""
     backend(path).make_dirs(_local(path))
 
 
