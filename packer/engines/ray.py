@@ -123,8 +123,12 @@ class RayEngine:
         if self._task is None:
             return
         ray = _import_ray()
-        if cancel:
-            for ref in list(self._running):
+        if cancel and self._running:
+            # Only tasks still running: cancelling one that Ray is completing can abort the
+            # driver (Ray 2.60 checks that a completed task was pending).
+            running = list(self._running)
+            _, running = ray.wait(running, num_returns=len(running), timeout=0)
+            for ref in running:
                 with contextlib.suppress(Exception):  # finished meanwhile, or Ray gone
                     ray.cancel(ref, force=True)
         self._running.clear()
