@@ -48,7 +48,7 @@ def write_atomic(path: Path, root: Path, head: bytes, parts: Iterable[Path | byt
     size = 0
     with open(tmp, "wb") as out:
         for piece in (head, *parts):
-            for block in _blocks(piece):
+            for block in blocks(piece):
                 out.write(block)
                 digest.update(block)
                 size += len(block)
@@ -58,7 +58,8 @@ def write_atomic(path: Path, root: Path, head: bytes, parts: Iterable[Path | byt
     return FileInfo(path.relative_to(root).as_posix(), size, digest.hexdigest())
 
 
-def _blocks(piece: Path | bytes) -> Iterable[bytes]:
+def blocks(piece: Path | bytes) -> Iterable[bytes]:
+    """The bytes of `piece` (bytes, or a local file read in COPY_BLOCK pieces), block by block."""
     if isinstance(piece, bytes | bytearray | memoryview):
         if piece:
             yield bytes(piece)

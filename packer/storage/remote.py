@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ..errors import StorageError
 from . import lock_object
-from .local import COPY_BLOCK, FileInfo
+from .local import COPY_BLOCK, FileInfo, blocks
 from .url import url_scheme
 
 _INSTALL = {"s3": "s3fs", "gs": "gcsfs", "gcs": "gcsfs"}
@@ -297,7 +297,7 @@ def write_atomic(url: str, root: str, head: bytes, parts: Iterable[Path | bytes]
     with tempfile.NamedTemporaryFile(prefix="packer-upload-", delete=False) as tmp:
         try:
             for piece in (head, *parts):
-                for block in _blocks(piece):
+                for block in blocks(piece):
                     tmp.write(block)
                     digest.update(block)
                     size += len(block)
@@ -307,16 +307,6 @@ def write_atomic(url: str, root: str, head: bytes, parts: Iterable[Path | bytes]
             with contextlib.suppress(OSError):
                 os.unlink(tmp.name)
     return FileInfo(relative(url, root), size, digest.hexdigest())
-
-
-def _blocks(piece: Path | bytes) -> Iterable[bytes]:
-    if isinstance(piece, bytes | bytearray | memoryview):
-        if piece:
-            yield bytes(piece)
-        return
-    with open(piece, "rb") as src:
-        while block := src.read(COPY_BLOCK):
-            yield block
 
 
 @_clear_errors
