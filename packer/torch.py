@@ -28,6 +28,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
+from .augment import device_batch
 from .reading import handoff
 from .reading.loader import Loader
 
@@ -70,9 +71,12 @@ class _Packed:
         uneven: str = "pad",
         shuffle_window: int | None = None,
         cache_dir: str | os.PathLike | None = None,
+        augment_device: str | torch.device | None = None,
     ) -> None:
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}, not {layout!r}")
+        if augment_device is not None and augment is None:
+            raise ValueError("augment_device names where to run augment=...: give both")
         rank, world_size = _distributed(rank, world_size)
         shuffle = self.default_shuffle if shuffle is None else shuffle
         self.loader = Loader(
@@ -80,6 +84,7 @@ class _Packed:
             shuffle_window, rank, world_size, uneven, augment, cache_dir=cache_dir,
         )  # fmt: skip
         self.layout = layout
+        self._finish = None if augment_device is None else self._device_finish(augment_device)
         self._position = torch.zeros(2, dtype=torch.int64).share_memory_()  # epoch, start
         self._sender: handoff.Sender | None = None  # in a DataLoader worker
 
@@ -108,9 +113,22 @@ class _Packed:
         self.loader.epoch, self.loader.start = self._position.tolist()
         return len(self.loader) - self.loader.start
 
+    def _device_finish(self, augment_device: str | torch.device) -> device_batch.DeviceFinish:
+        transform = self.loader.transform
+        return device_batch.DeviceFinish(
+            device_batch.device_of(augment_device),
+            transform.normalizer,
+            transform.num_classes,
+            transform.one_hot is not None,
+            transform.target == "masks",
+            self.layout,
+        )
+
     def _batch(self, index: int) -> tuple[torch.Tensor, torch.Tensor] | _Handed:
         """Batch `index` of the current epoch: tensors, or in a DataLoader worker a parcel of
         a shared slot that becomes those tensors in the process that unpickles it."""
+        if self._finish is not None:
+            return self._raw_batch(index)
         if get_worker_info() is None or not handoff.AVAILABLE:
             images, targets = self.loader.batch(index)
             return _tensors([images, targets.astype(self._target_dtype, copy=False)], self.layout)
@@ -128,19 +146,39 @@ class _Packed:
             np.copyto(slot.arrays[1], targets)
         return _Handed(self._sender.parcel(slot), slot.arrays, self.layout)
 
-    def _read_into_slot(self, index: int) -> handoff.Slot | None:
-        """Uint8 images read straight into a free slot (one copy), targets beside them."""
+    def _raw_batch(self, index: int) -> device_batch.DeviceBatch | _Handed:
+        """Batch `index` unaugmented with its drawn parameters, to be augmented on the device
+        when it is unpacked (see `augment.device_batch`); from a worker through a slot."""
+        params = self.loader.draw(index)
+        if get_worker_info() is not None and handoff.AVAILABLE:
+            self._sender = self._sender or handoff.Sender()
+            slot = self._read_into_slot(index, raw_targets=True)
+            if slot is not None:
+                return _Handed(self._sender.parcel(slot), slot.arrays, self.layout,
+                               (params, self._finish))  # fmt: skip
+        arrays = self.loader.read(index)
+        targets = arrays[self.loader.transform.target]
+        return device_batch.from_arrays([arrays["images"], targets], params, self._finish)
+
+    def _read_into_slot(self, index: int, raw_targets: bool = False) -> handoff.Slot | None:
+        """Uint8 images read straight into a free slot (one copy), targets beside them: as
+        stored with `raw_targets`, else as the transform makes them."""
         loader, transform = self.loader, self.loader.transform
         count = len(loader.indices(index))
-        fields = {f.name: (count, *f.shape) for f in loader.dataset.fields}
-        targets = fields[transform.target] + (
-            (transform.num_classes,) if transform.one_hot is not None else ()
-        )
-        slot = self._sender.take([(fields["images"], np.uint8), (targets, self._target_dtype)])
+        fields = {f.name: ((count, *f.shape), f.dtype) for f in loader.dataset.fields}
+        targets = fields[transform.target]
+        if not raw_targets:
+            one_hot = (transform.num_classes,) if transform.one_hot is not None else ()
+            targets = (targets[0] + one_hot, self._target_dtype)
+        slot = self._sender.take([(fields["images"][0], np.uint8), targets])
         if slot is not None:
-            out = {f.name: np.empty(fields[f.name], f.dtype) for f in loader.dataset.fields}
-            arrays = loader.read(index, out=out | {"images": slot.arrays[0]})
-            np.copyto(slot.arrays[1], transform(arrays)[1])
+            out = {name: np.empty(*spec) for name, spec in fields.items()}
+            out["images"] = slot.arrays[0]
+            if raw_targets:
+                out[transform.target] = slot.arrays[1]
+            arrays = loader.read(index, out=out)
+            if not raw_targets:
+                np.copyto(slot.arrays[1], transform(arrays)[1])
         return slot
 
     @property
@@ -156,17 +194,28 @@ def _tensors(arrays: list[np.ndarray], layout: str) -> tuple[torch.Tensor, torch
 
 
 class _Handed:
-    """A batch in a worker's slot: pickled, it travels as the slot; unpickled, it is tensors."""
+    """A batch in a worker's slot: pickled, it travels as the slot; unpickled, it is tensors
+    (or, with `device` = (params, finish), a DeviceBatch to be augmented where it lands)."""
 
-    def __init__(self, parcel: handoff.Parcel, arrays: list[np.ndarray], layout: str) -> None:
-        self.parcel, self.arrays, self.layout = parcel, arrays, layout
+    def __init__(
+        self,
+        parcel: handoff.Parcel,
+        arrays: list[np.ndarray],
+        layout: str,
+        device: tuple | None = None,
+    ) -> None:
+        self.parcel, self.arrays, self.layout, self.device = parcel, arrays, layout, device
 
     def __reduce__(self) -> tuple:
+        if self.device is not None:
+            return device_batch.from_arrays, (self.parcel, *self.device)
         return _tensors, (self.parcel, self.layout)
 
     def __iter__(self):
         """`images, targets = batch` in the worker too (a collate_fn of one's own): tensors
         there, which then travel the ordinary way."""
+        if self.device is not None:
+            return iter(device_batch.from_arrays(self.arrays, *self.device))
         return iter(_tensors(self.arrays, self.layout))
 
 

@@ -14,6 +14,7 @@ from torch.utils.data import DataLoader
 
 import packer
 from packer.augment import Augment
+from packer.augment.device_batch import DeviceBatch
 from packer.reading.transforms import one_hot_table
 from packer.torch import PackedDataset
 from tests.torch_jobs import DDP_CASES, KINDS, ddp_rank, epochs, everything, sample_ids
@@ -137,6 +138,80 @@ def test_augment_applies_the_seeded_draw_of_each_sample(seg):
                                  indices=indices)  # fmt: skip
     assert np.array_equal(images.numpy(), want) and np.array_equal(masks.numpy(), want_masks)
     assert not torch.equal(images, raw)
+
+
+def close_to(got: torch.Tensor, want: np.ndarray) -> None:
+    """The torch executor's pixels within interpolation error of the NumPy executor's."""
+    diff = np.abs(got.numpy().astype(int) - want.astype(int))
+    assert got.shape == want.shape and diff.mean() < 0.5 and np.percentile(diff, 99.9) <= 3
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("kind", KINDS)
+def test_augment_device_warps_where_the_batch_is_unpacked(seg, kind, workers):
+    """augment_device="cpu" runs the very path of "cuda" (torch executor after the hand-over)."""
+    aug = Augment(rotation_range=20, zoom_range=0.1, horizontal_flip=True, channel_shift_range=10,
+                  fill_mode="constant", seed=3)  # fmt: skip
+    on_cpu = KINDS[kind](seg["npy"], batch_size=4, seed=1, augment=aug)
+    on_device = KINDS[kind](seg["npy"], batch_size=4, seed=1, augment=aug, augment_device="cpu")
+    for ds in (on_cpu, on_device):
+        ds.set_epoch(2)
+    loader = DataLoader(on_device, batch_size=None, num_workers=workers, pin_memory=False)
+    want = list(DataLoader(on_cpu, batch_size=None))
+    batches = list(loader)
+    assert all(isinstance(b, DeviceBatch) for b in batches)  # not yet augmented
+    got = [tuple(batch) for batch in batches]
+    assert len(got) == len(want) == 4
+    for (images, masks), (want_images, want_masks) in zip(got, want, strict=True):
+        assert images.dtype == torch.uint8 and masks.dtype == torch.int64
+        close_to(images, want_images.numpy())
+        assert (masks == want_masks).float().mean() >= 0.995
+        assert set(masks.unique().tolist()) <= set(range(len(packer.open(seg["npy"]).classes))) | {
+            255
+        }
+
+
+def test_augment_device_normalises_and_one_hots_after_the_warp(seg):
+    aug = Augment(rotation_range=30, seed=4)
+    options = dict(batch_size=4, seed=1, augment=aug, normalize="dataset", one_hot=True)
+    want_images, want_targets = PackedDataset(seg["npy"], **options)[2]
+    batch = PackedDataset(seg["npy"], layout="NCHW", augment_device="cpu", **options)[2]
+    images, targets = batch
+    assert images.dtype == torch.float32 and images.shape[1] == 3
+    assert images.is_contiguous(memory_format=torch.channels_last)
+    assert (images.permute(0, 2, 3, 1) - want_images).abs().mean() < 0.02
+    assert targets.dtype == torch.float32 and targets.shape == want_targets.shape
+    assert (targets == want_targets).all(-1).float().mean() >= 0.995
+    assert batch[0] is images and len(batch) == 2  # augmented once, kept
+
+
+def test_augment_device_is_refused_clearly(seg):
+    with pytest.raises(ValueError, match="give both"):
+        PackedDataset(seg["npy"], augment_device="cpu")
+    with pytest.raises(ValueError, match="not a torch device"):
+        PackedDataset(seg["npy"], augment=Augment(seed=0), augment_device="gpu:fast")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="no CUDA device"):
+            PackedDataset(seg["npy"], augment=Augment(seed=0), augment_device="cuda")
+
+
+def test_a_model_trains_from_batches_augmented_on_the_device(seg):
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    aug = Augment(rotation_range=10, horizontal_flip=True, seed=0)
+    ds = PackedDataset(seg["npy"], batch_size=4, seed=0, augment=aug, augment_device=device,
+                       normalize="unit", layout="NCHW")  # fmt: skip
+    model = tiny_model(len(packer.open(seg["npy"]).classes), True).to(device)
+    optimiser = torch.optim.SGD(model.parameters(), lr=0.1)
+    loss_fn = torch.nn.CrossEntropyLoss(ignore_index=255)
+    losses = []
+    for images, masks in DataLoader(ds, batch_size=None, num_workers=1, pin_memory=device == "cuda"):
+        assert images.device.type == masks.device.type == device
+        optimiser.zero_grad()
+        loss = loss_fn(model(images), masks)
+        loss.backward()
+        optimiser.step()
+        losses.append(loss.item())
+    assert len(losses) == len(ds) and np.isfinite(losses).all()
 
 
 def tiny_model(classes: int, segmentation: bool) -> torch.nn.Module:

@@ -21,7 +21,7 @@ from .sampler import SHUFFLE_MODES, Sampler, larger_than_ram, window_length
 from .transforms import BatchTransform
 
 if TYPE_CHECKING:
-    from ..augment import Augment
+    from ..augment import Augment, AugmentParams
 
 
 class Loader:
@@ -158,12 +158,19 @@ class Loader:
             arrays = self._augmented(arrays, index, self.epoch if epoch is None else epoch)
         return self.transform(arrays)
 
+    def draw(self, index: int, epoch: int | None = None) -> AugmentParams:
+        """The augmentation parameters of batch `index`, rows in ascending sample index (the
+        order `read` gives)."""
+        epoch = self.epoch if epoch is None else epoch
+        indices = np.sort(self.sampler.batch(epoch, index))
+        return self.augment.draw(epoch, indices, self.dataset.field("images").shape[:2])
+
     def _augmented(self, arrays: dict, index: int, epoch: int) -> dict[str, np.ndarray]:
         """Images and masks warped by the draw of their samples (rows in ascending index)."""
-        indices = np.sort(self.sampler.batch(epoch, index))
-        images, masks = self.augment.apply(
-            arrays["images"], arrays.get("masks"), epoch=epoch, indices=indices
-        )
+        from ..augment import numpy_exec
+
+        params = self.draw(index, epoch)
+        images, masks = numpy_exec.apply(arrays["images"], arrays.get("masks"), params)
         return {**arrays, "images": images} | ({} if masks is None else {"masks": masks})
 
     def _prefetch_windows(self, epoch: int, window: int) -> None:

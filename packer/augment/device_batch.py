@@ -1,0 +1,124 @@
+"""Batches augmented on a torch device where they are consumed (`augment_device=` in packer.torch).
+
+DataLoader workers read raw uint8 batches and draw their parameters on the CPU; CUDA has no
+place in a forked worker. The batch then reaches the training process as a `DeviceBatch`:
+the DataLoader's pin-memory step pins its raw tensors, and unpacking it there
+(`images, targets = batch`) moves them to the device and runs one batched warp, then the
+normalisation and one-hot the NumPy readers apply, so the batch leaves ready for the model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..reading.transforms import Normalizer
+from . import torch_exec
+from .params import AugmentParams
+
+
+def device_of(name: Any) -> torch.device:
+    """`augment_device` as a torch.device, refused with a one-line reason when unusable."""
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError) as error:
+        raise ValueError(f"augment_device {name!r} is not a torch device ({error})") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(
+            f"augment_device={name!r}, but torch sees no CUDA device here "
+            "(torch.cuda.is_available() is False); use augment_device=None to augment on the CPU"
+        )
+    return device
+
+
+@dataclass
+class DeviceFinish:
+    """What follows the reading, on `device`: warp, then normalise and one-hot as asked."""
+
+    device: torch.device
+    normalizer: Normalizer
+    num_classes: int
+    one_hot: bool
+    segmentation: bool
+    layout: str
+
+    def __call__(
+        self, images: torch.Tensor, targets: torch.Tensor, params: AugmentParams
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        device = self.device
+        images = images.to(device, non_blocking=True)
+        targets = targets.to(device, non_blocking=True)
+        images, masks = torch_exec.apply(
+            images, targets if self.segmentation else None, params, device=device
+        )
+        if self.segmentation:
+            targets = masks
+        images = self._normalised(images)
+        if self.one_hot:  # ids outside 0..C-1 (the ignore index) become zero rows
+            ids = targets.long()
+            valid = (ids < self.num_classes).unsqueeze(-1)
+            hot = torch.nn.functional.one_hot(ids.clamp(max=self.num_classes - 1), self.num_classes)
+            targets = hot.float() * valid
+        else:
+            targets = targets.long()
+        return (images.permute(0, 3, 1, 2) if self.layout == "NCHW" else images), targets
+
+    def _normalised(self, images: torch.Tensor) -> torch.Tensor:
+        mode = self.normalizer.mode
+        if mode is None:
+            return images
+        out = images.float()
+        if mode == "unit":
+            return out.mul_(1 / 255)
+        mean = torch.as_tensor(self.normalizer.mean, device=self.device)
+        inv_std = torch.as_tensor(self.normalizer.inv_std, device=self.device)
+        return out.sub_(mean).mul_(inv_std)
+
+
+class DeviceBatch:
+    """Raw `(images, targets)` of one batch and its drawn parameters, augmented on first use.
+
+    Unpacking (`images, targets = batch`), indexing or `tensors()` runs the work once on the
+    device; `pin_memory()` (called by the DataLoader with `pin_memory=True`) pins the raw
+    tensors first, so the copy to the GPU is asynchronous.
+    """
+
+    def __init__(
+        self,
+        images: torch.Tensor,
+        targets: torch.Tensor,
+        params: AugmentParams,
+        finish: DeviceFinish,
+    ) -> None:
+        self._raw: tuple[torch.Tensor, torch.Tensor] | None = (images, targets)
+        self._done: tuple[torch.Tensor, torch.Tensor] | None = None
+        self.params, self.finish = params, finish
+
+    def pin_memory(self, device: Any = None) -> DeviceBatch:
+        if self._raw is not None and self.finish.device.type == "cuda":
+            self._raw = (self._raw[0].pin_memory(), self._raw[1].pin_memory())
+        return self
+
+    def tensors(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The augmented `(images, targets)` on the device."""
+        if self._done is None:
+            self._done = self.finish(*self._raw, self.params)
+            self._raw = None  # let a worker's shared-memory slot go
+        return self._done
+
+    def __iter__(self):
+        return iter(self.tensors())
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        return self.tensors()[index]
+
+    def __len__(self) -> int:
+        return 2
+
+
+def from_arrays(arrays: list[np.ndarray], params: AugmentParams, finish: DeviceFinish):
+    """A DeviceBatch over NumPy arrays (a shared slot's views in the parent, say)."""
+    return DeviceBatch(torch.from_numpy(arrays[0]), torch.from_numpy(arrays[1]), params, finish)
