@@ -229,7 +229,9 @@ class PackedDataset(_Packed, Dataset):
     seeded). `rank`/`world_size` (default: torch.distributed's) give each rank a disjoint
     part of every epoch with the same number of batches (`uneven="pad"` or `"drop"`). A pack
     at a URL is read through a local shard cache in `cache_dir` (default: the user's cache
-    folder), shared safely by the DataLoader's workers.
+    folder), shared safely by the DataLoader's workers. `augment` warps images and masks in
+    the workers (NumPy/OpenCV); with `augment_device="cuda"` the workers read raw batches and
+    each arrives as a `DeviceBatch` that unpacking warps on the GPU in one batched call.
     """
 
     def __len__(self) -> int:
