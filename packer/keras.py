@@ -10,13 +10,14 @@ object pickles without its open files, so every worker maps the shards itself.
 from __future__ import annotations
 
 import os
+import threading
 from typing import TYPE_CHECKING
 
 import keras
 import numpy as np
 
 from .reading.loader import Loader
-from .reading.pipeline import Pipeline
+from .reading.pipeline import Pipeline, asking_threads
 
 if TYPE_CHECKING:
     from .augment import Augment
@@ -34,8 +35,9 @@ class PackedSequence(keras.utils.PyDataset):
     `packer.Augment`) warps images and masks per (seed, epoch, sample index). `workers=N`
     (N > 1) reads and augments in N packer-owned processes that write each batch into
     shared memory (no pixels through pipes), up to `max_queue_size` batches ahead; Keras
-    itself then sees one worker. With `use_multiprocessing=True` the workers are Keras' own
-    instead (batches pickled through pipes: slower). A pack at a URL is read through a
+    itself then sees as many threads, which only ask for batches, so that `model.fit`'s
+    shuffled batch order is made ahead too. With `use_multiprocessing=True` the workers are
+    Keras' own instead (batches pickled through pipes: slower). A pack at a URL is read through a
     local shard cache in `cache_dir` (default: the user's cache folder). Other keyword
     arguments go to Keras' PyDataset.
 
@@ -66,13 +68,18 @@ class PackedSequence(keras.utils.PyDataset):
         **kwargs,
     ) -> None:
         ours = workers > 1 and not kwargs.get("use_multiprocessing", False)
-        keras_options = {} if ours else {"workers": workers}
-        if max_queue_size is not None and not ours:
-            keras_options["max_queue_size"] = max_queue_size
+        if ours:
+            max_queue_size = max_queue_size or 2 * workers
+            keras_options = asking_threads(max_queue_size)
+        else:
+            keras_options = {"workers": workers}
+            if max_queue_size is not None:
+                keras_options["max_queue_size"] = max_queue_size
         super().__init__(**keras_options, **kwargs)
         self.pipeline_workers = workers if ours else 0
         self.max_ahead = max_queue_size
         self._pipeline: Pipeline | None = None
+        self._starting = threading.Lock()
         self.loader = Loader(
             path,
             split,
@@ -101,7 +108,12 @@ class PackedSequence(keras.utils.PyDataset):
         return self.loader.pass_batch(index)
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "_pipeline": None}  # workers stay with their parent
+        state = {**self.__dict__, "_pipeline": None}  # workers stay with their parent
+        del state["_starting"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state, _starting=threading.Lock())
 
     def on_epoch_end(self) -> None:
         """Next epoch, next seeded order (the same seed gives the same sequence of orders)."""
@@ -115,12 +127,13 @@ class PackedSequence(keras.utils.PyDataset):
             self._pipeline = None
 
     def _started_pipeline(self) -> Pipeline:
-        """The worker processes, started on the first batch asked for."""
-        if self._pipeline is None:
-            self._pipeline = Pipeline(
-                self.loader.pass_batch, len(self), self.pipeline_workers, self.max_ahead
-            )
-        return self._pipeline
+        """The worker processes, started on the first batch asked for (by any thread)."""
+        with self._starting:
+            if self._pipeline is None:
+                self._pipeline = Pipeline(
+                    self.loader.pass_batch, len(self), self.pipeline_workers, self.max_ahead
+                )
+            return self._pipeline
 
     def _tell_workers(self, method: str, *args) -> None:
         """Do to every worker's loader what was done to ours, and start the pass over."""

@@ -13,7 +13,7 @@ import sys
 import types
 from typing import Any
 
-from .reading.pipeline import Pipeline
+from .reading.pipeline import Pipeline, asking_threads
 
 _HOOKS = ("on_epoch_begin", "on_epoch_end")
 
@@ -25,7 +25,8 @@ def parallel(sequence: Any, workers: int = 4, max_queue_size: int | None = None)
     Use it wherever the sequence went: `model.fit(packer.parallel(seq, workers=4), epochs=...)`.
     `on_epoch_begin`/`on_epoch_end` reach the sequence itself and every worker's copy.
     At most `max_queue_size` batches (default: twice `workers`) are made ahead; each takes
-    shared memory the size of a batch. Keras sees `workers=1`: the parallel part is ours.
+    shared memory the size of a batch. Keras sees as many threads, which only ask for
+    batches (so that `model.fit`'s shuffled batch order is made ahead too): the work is ours.
     Call `.close()` to stop the workers early; they also stop when the dataset is collected
     and die with the process. A worker's exception is raised here as `WorkerError`, with the
     worker's traceback in its message.
@@ -42,12 +43,12 @@ def _dataset_class() -> type:
         """`sequence`'s batches from packer's shared-memory worker processes."""
 
         def __init__(self, sequence: Any, workers: int, max_queue_size: int | None) -> None:
-            super().__init__(workers=1, use_multiprocessing=False)
-            self.sequence = sequence
-            self.hooks = [name for name in _HOOKS if _overrides(sequence, name, keras)]
             self.pipeline = Pipeline(
                 sequence.__getitem__, _length(sequence), workers, max_queue_size
             )
+            super().__init__(**asking_threads(self.pipeline.ahead))
+            self.sequence = sequence
+            self.hooks = [name for name in _HOOKS if _overrides(sequence, name, keras)]
 
         def __len__(self) -> int:
             return len(self.pipeline)

@@ -60,11 +60,24 @@ def _explode(index: int) -> None:
     raise ValueError(f"batch {index} is broken")
 
 
-def through_keras(dataset, epochs: int) -> list[tuple[np.ndarray, ...]]:
+class CountingSequence(ShiftingSequence):
+    """A ShiftingSequence that notes every batch made, in any process, in a file."""
+
+    def __init__(self, log: Path, batches: int) -> None:
+        super().__init__(batches=batches)
+        self.log = log
+
+    def __getitem__(self, index: int) -> tuple[np.ndarray, np.ndarray]:
+        with open(self.log, "a") as log:
+            log.write(f"{index}\n")
+        return super().__getitem__(index)
+
+
+def through_keras(dataset, epochs: int, shuffle: bool = False) -> list[tuple[np.ndarray, ...]]:
     """Every batch of `epochs` epochs, fetched the way model.fit fetches them (copied out)."""
     from keras.src.trainers.data_adapters.py_dataset_adapter import PyDatasetAdapter
 
-    adapter = PyDatasetAdapter(dataset, shuffle=False)
+    adapter = PyDatasetAdapter(dataset, shuffle=shuffle)
     batches = []
     for _ in range(epochs):
         adapter.on_epoch_begin()
@@ -97,7 +110,8 @@ def test_parallel_gives_the_same_batches_in_order_over_epochs(workers):
     plain, parent = ShiftingSequence(), ShiftingSequence()
     dataset = parallel(parent, workers=workers)
     try:
-        assert dataset.workers == 1 and not dataset.use_multiprocessing
+        # Keras' threads only ask; the work is in packer's processes
+        assert dataset.workers == dataset.pipeline.ahead and not dataset.use_multiprocessing
         expected, got = plainly(plain, 2), through_keras(dataset, 2)
     finally:
         dataset.close()
@@ -105,6 +119,48 @@ def test_parallel_gives_the_same_batches_in_order_over_epochs(workers):
     for (x, y), (ex, ey) in zip(got, expected, strict=True):
         assert x.dtype == ex.dtype and np.array_equal(x, ex) and np.array_equal(y, ey)
     assert parent.epoch == 2  # the parent's copy saw on_epoch_end as well as the workers'
+
+
+def test_fit_shuffled_batch_order_is_made_ahead_and_once(tmp_path):
+    """model.fit asks for batches in a shuffled order, through threads: each is the batch
+    asked for, and hardly any is made twice."""
+    from packer.parallel import parallel
+
+    log = tmp_path / "made.log"
+    plain, dataset = ShiftingSequence(batches=40), parallel(CountingSequence(log, 40), workers=2)
+    try:
+        got = through_keras(dataset, 2, shuffle=True)
+    finally:
+        dataset.close()
+    expected = plainly(plain, 2)
+    for epoch in range(2):
+        key = lambda batch: batch[0].tobytes()  # noqa: E731
+        want = sorted(expected[epoch * 40 : (epoch + 1) * 40], key=key)
+        have = sorted(got[epoch * 40 : (epoch + 1) * 40], key=key)
+        assert all(np.array_equal(w[0], h[0]) and np.array_equal(w[1], h[1])
+                   for w, h in zip(want, have, strict=True))  # fmt: skip
+    assert [b[0].tobytes() for b in got[:40]] != [b[0].tobytes() for b in expected[:40]]
+    made = log.read_text().split()
+    # each batch once, plus the start of each pass read ahead at on_epoch_end (the old way,
+    # starting over at every out-of-order index, made each batch 2-4 times)
+    assert len(made) <= 80 + 3 * dataset.pipeline.ahead, len(made)
+
+
+def test_threads_asking_at_once_in_any_order_get_their_batches():
+    import random
+    from concurrent.futures import ThreadPoolExecutor
+
+    plain = ShiftingSequence(batches=30)
+    with Pipeline(ShiftingSequence(batches=30).__getitem__, 30, workers=2) as pipeline:
+        order = list(range(30)) * 2
+        random.Random(0).shuffle(order)
+        with ThreadPoolExecutor(6) as pool:
+            results = list(pool.map(lambda i: (i, [np.array(a) for a in pipeline[i]]), order))
+        in_order = [np.array(pipeline[i][0]) for i in range(30)]
+    for index, (x, y) in results:
+        want_x, want_y = plain[index]
+        assert np.array_equal(x, want_x) and np.array_equal(y, want_y)
+    assert all(np.array_equal(x, plain[i][0]) for i, x in enumerate(in_order))
 
 
 @pytest.mark.parametrize("start", ["fork", "spawn"])

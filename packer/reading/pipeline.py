@@ -30,6 +30,7 @@ from .slots import SharedFd, Slots, anonymous_memory, build, nbytes, split
 
 _PER_WORKER = 2  # tasks queued per worker, so none waits for the parent between batches
 _RESERVE = 2  # slots the caller may hold as zero-copy views; past that it gets copies
+_IN_ORDER = 3  # asks in a row near the last one that turn reading ahead back on
 
 
 class WorkerError(PackError):
@@ -43,7 +44,9 @@ class Pipeline:
     returning an array, or a tuple, list or dict (nested as you like) of arrays; other leaves
     (None, numbers, strings) travel as they are. Each worker gets its own copy; `broadcast`
     calls a method on every copy. `pipeline[i]` returns batch i: asking in order is served
-    from up to `max_queue_size` batches made ahead; any other index starts over from there.
+    from up to `max_queue_size` batches made ahead. Several threads may ask at once, in any
+    order (Keras' enqueuer does, in its shuffled order): each asked batch goes to a free
+    worker; reading ahead stops while the asking is out of order and resumes with it.
 
     Arrays come back as views of a shared slot, which is reused only once the caller has
     dropped every array of that batch (and every view of them); while the caller holds more
@@ -74,7 +77,7 @@ class Pipeline:
         self.length = length
         self.ahead = max(1, max_queue_size or 2 * workers)
         self.start_method = start or start_method()
-        self._lock = threading.RLock()
+        self._lock = threading.Condition(threading.RLock())
         self._fds = [anonymous_memory() for _ in range(self.ahead + _RESERVE)]
         self._maps: list[mmap.mmap | None] = [None] * len(self._fds)
         self._free = list(range(len(self._fds)))
@@ -84,7 +87,11 @@ class Pipeline:
         self._pending: set[int] = set()
         self._queued = [0] * workers  # messages each worker has yet to answer
         self._acks: list[str | None] = []
-        self._want = 0
+        self._asked: collections.Counter[int] = collections.Counter()  # threads waiting, per batch
+        self._want = 0  # where asking in order goes next: the read-ahead starts there
+        self._in_order = _IN_ORDER  # consecutive asks near `_want`; reads ahead from _IN_ORDER
+        self._receiving = False  # one thread at a time waits on the pipes
+        self._broken: WorkerError | None = None
         self._gen = 0
         context = multiprocessing.get_context(self.start_method)
         deathsig = threading.current_thread() is threading.main_thread()
@@ -137,23 +144,27 @@ class Pipeline:
             raise IndexError(f"batch {index} out of range for {self.length} batches")
         with self._lock:
             self._check_open()
-            if index != self._want:
-                self.seek(index)
-            while index not in self._ready:
-                self._fill()
-                self._receive(block=True)
+            in_order = self._want <= index < self._want + self.ahead
+            self._in_order = self._in_order + 1 if in_order else 0
+            self._asked[index] += 1
+            try:
+                while index not in self._ready:
+                    self._fill()
+                    self._await()
+            finally:
+                self._asked[index] -= 1
+                if not self._asked[index]:
+                    del self._asked[index]
             message = self._ready.pop(index)
-            self._want = index + 1
+            self._want = max(self._want, index + 1) if in_order else index + 1
             self._fill()
             return self._hand_out(message)
 
     def seek(self, index: int) -> None:
-        """Make batches from `index` on next (what `pipeline[index]` does when not in order)."""
+        """Read ahead from `index` on (the start of a pass, say)."""
         with self._lock:
             self._check_open()
-            self._want = index
-            for stale in [i for i in self._ready if not self._wanted(i)]:
-                self._free.append(self._ready.pop(stale)[3])
+            self._want, self._in_order = index, _IN_ORDER
             self._fill()
 
     def broadcast(self, method: str, *args: Any) -> None:
@@ -161,6 +172,8 @@ class Pipeline:
         a method of, or `produce` itself) and wait for all; batches made before are dropped."""
         with self._lock:
             self._check_open()
+            while self._receiving:  # a thread still waiting for a batch of the last pass
+                self._lock.wait()
             self._gen += 1
             self._pending.clear()
             for message in self._ready.values():
@@ -185,11 +198,24 @@ class Pipeline:
     # -- parent side --------------------------------------------------------------------
 
     def _check_open(self) -> None:
+        if self._broken is not None:
+            raise WorkerError(str(self._broken))
         if not self._finalizer.alive:
             raise WorkerError("the pipeline is closed")
 
-    def _wanted(self, index: int) -> bool:
-        return self._want <= index < min(self.length, self._want + self.ahead)
+    def _reading_ahead(self) -> range:
+        """The batches made ahead of asking: none while the asking is out of order."""
+        if self._in_order < _IN_ORDER:
+            return range(0)
+        return range(self._want, min(self.length, self._want + self.ahead))
+
+    def _evict(self) -> None:
+        """Free the slot of a batch made ahead that no thread waits for, one outside the
+        read-ahead first (batches made ahead are kept, as shuffled asking may want them)."""
+        window = self._reading_ahead()
+        spare = sorted((i for i in self._ready if i not in self._asked), key=window.__contains__)
+        if spare:
+            self._free.append(self._ready.pop(spare[0])[3])
 
     def _send(self, number: int, message: tuple) -> None:
         try:
@@ -199,24 +225,50 @@ class Pipeline:
         self._queued[number] += 1
 
     def _fill(self) -> None:
-        """Hand the next wanted batches to the least busy workers while slots are free."""
+        """Hand the batches asked for, then those to read ahead, to the least busy workers
+        while slots are free (a batch asked for takes one from a batch made ahead)."""
         while self._released:
             slot = self._released.popleft()
             if self._held.pop(slot, None) is not None:
                 self._free.append(slot)
-        for index in range(self._want, min(self.length, self._want + self.ahead)):
+        for index in [*sorted(self._asked), *self._reading_ahead()]:
             if index in self._ready or index in self._pending:
                 continue
+            if not self._free and index in self._asked:
+                self._evict()
             number = min(range(len(self._conns)), key=self._queued.__getitem__)
             if not self._free or self._queued[number] >= _PER_WORKER:
                 return
             self._send(number, ("batch", self._gen, index, self._free.pop()))
             self._pending.add(index)
 
-    def _receive(self, block: bool) -> None:
-        """Take every message waiting (at least one when `block`); raise if a worker died."""
+    def _await(self) -> None:
+        """Take the workers' next messages. One thread waits on the pipes, without the lock
+        so that others can still ask; the rest sleep until it has taken what came."""
+        if self._receiving:
+            self._lock.wait()
+            self._check_open()
+            return
+        self._receiving = True
+        try:
+            self._receive(block=True, unlocked=True)
+        finally:
+            self._receiving = False
+            self._lock.notify_all()
+
+    def _receive(self, block: bool, unlocked: bool = False) -> None:
+        """Take every message waiting (at least one when `block`); raise if a worker died.
+        `unlocked`: let go of the lock while waiting (the caller holds it once)."""
         sentinels = {p.sentinel: n for n, p in enumerate(self._processes)}
-        ready = connection.wait([*self._conns, *sentinels], timeout=None if block else 0)
+        waiting = [*self._conns, *sentinels]
+        if unlocked:
+            self._lock.release()
+        try:
+            ready = connection.wait(waiting, timeout=None if block else 0)
+        finally:
+            if unlocked:
+                self._lock.acquire()
+        self._check_open()
         for item in ready:
             if item in sentinels:
                 self._died(sentinels[item])
@@ -233,15 +285,13 @@ class Pipeline:
     def _take(self, number: int, message: tuple) -> None:
         kind = message[0]
         if kind == "failed":
-            self.close()
-            raise WorkerError(f"worker {number} could not start:\n{message[1]}")
+            self._fail(WorkerError(f"worker {number} could not start:\n{message[1]}"))
         if kind == "called":
             self._acks.append(message[1])
             return
         _, gen, index, slot = message[:4]
         if gen == self._gen:
             self._pending.discard(index)
-        if gen == self._gen and self._wanted(index):
             self._ready[index] = (*message, number)
         else:
             self._free.append(slot)
@@ -249,10 +299,17 @@ class Pipeline:
     def _died(self, number: int) -> None:
         process = self._processes[number]
         process.join(timeout=1)
-        self.close()
-        raise WorkerError(
-            f"worker {number} (pid {process.pid}) died with exit code {process.exitcode}"
+        self._fail(
+            WorkerError(
+                f"worker {number} (pid {process.pid}) died with exit code {process.exitcode}"
+            )
         )
+
+    def _fail(self, error: WorkerError) -> None:
+        """Stop everything and raise `error`, here and in every thread that asks from now on."""
+        self._broken = error
+        self.close()
+        raise error
 
     def _hand_out(self, message: tuple) -> Any:
         kind, _, index, slot, spec, layout, number = message
@@ -282,6 +339,13 @@ class Pipeline:
             mapping = mmap.mmap(self._fds[slot], os.fstat(self._fds[slot]).st_size)
             self._maps[slot] = mapping
         return mapping
+
+
+def asking_threads(ahead: int) -> dict:
+    """Keras PyDataset options for a dataset served by a Pipeline reading `ahead` batches
+    ahead: as many threads, which only ask (Keras shuffles batch order in `fit`, and asks
+    ahead in that order only through its enqueuer), never Keras' own processes."""
+    return {"workers": ahead, "use_multiprocessing": False, "max_queue_size": ahead}
 
 
 def _shutdown(processes: list, conns: list, fds: list[int]) -> None:
