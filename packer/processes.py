@@ -47,6 +47,14 @@ def main_hidden(hide: bool) -> Iterator[None]:
         sys.modules["__main__"] = main
 
 
+def one_opencv_thread() -> None:
+    """In a worker process: OpenCV on one thread, as the workers are the parallelism (its
+    default, a thread per core in every worker, oversubscribes the cores)."""
+    import cv2
+
+    cv2.setNumThreads(1)
+
+
 def die_with_parent(parent_pid: int) -> None:
     """In a child, Linux: ask for SIGKILL when the parent dies; exit now if it already has."""
     try:

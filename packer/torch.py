@@ -29,6 +29,7 @@ import torch
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
 from .augment import device_batch
+from .processes import one_opencv_thread
 from .reading import handoff
 from .reading.loader import Loader
 
@@ -132,7 +133,7 @@ class _Packed:
         if get_worker_info() is None or not handoff.AVAILABLE:
             images, targets = self.loader.batch(index)
             return _tensors([images, targets.astype(self._target_dtype, copy=False)], self.layout)
-        self._sender = self._sender or handoff.Sender()
+        self._start_worker()
         raw = self.loader.augment is None and self.loader.transform.normalizer.mode is None
         slot = self._read_into_slot(index) if raw else None
         if slot is None:
@@ -151,7 +152,7 @@ class _Packed:
         when it is unpacked (see `augment.device_batch`); from a worker through a slot."""
         params = self.loader.draw(index)
         if get_worker_info() is not None and handoff.AVAILABLE:
-            self._sender = self._sender or handoff.Sender()
+            self._start_worker()
             slot = self._read_into_slot(index, raw_targets=True)
             if slot is not None:
                 return _Handed(self._sender.parcel(slot), slot.arrays, self.layout,
@@ -159,6 +160,12 @@ class _Packed:
         arrays = self.loader.read(index)
         targets = arrays[self.loader.transform.target]
         return device_batch.from_arrays([arrays["images"], targets], params, self._finish)
+
+    def _start_worker(self) -> None:
+        """In a DataLoader worker, once: its ring of slots, and OpenCV on one thread."""
+        if self._sender is None:
+            self._sender = handoff.Sender()
+            one_opencv_thread()
 
     def _read_into_slot(self, index: int, raw_targets: bool = False) -> handoff.Slot | None:
         """Uint8 images read straight into a free slot (one copy), targets beside them: as

@@ -14,9 +14,7 @@ import signal
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
-import cv2
-
-from ..processes import die_with_parent, main_hidden, start_method
+from ..processes import die_with_parent, main_hidden, one_opencv_thread, start_method
 from . import cpu_count
 
 _converter: Any = None  # this worker process's converter, set by _init_worker
@@ -63,7 +61,7 @@ def _init_worker(converter: Any, parent_pid: int) -> None:
     global _converter
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     die_with_parent(parent_pid)
-    cv2.setNumThreads(1)
+    one_opencv_thread()
     _converter = converter
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from .. import storage
 from ..errors import PackError
+from ..processes import one_opencv_thread
 from . import cpu_count
 
 RETRIED = (OSError, ConnectionError, TimeoutError)  # transient failures worth another try
@@ -152,9 +153,7 @@ def _run(holder: list, method: str, *args: Any) -> Any:
     key = holder[0].hex()
     converter = _converters.get(key)
     if converter is None:
-        import cv2
-
-        cv2.setNumThreads(1)  # the tasks are the parallelism
+        one_opencv_thread()  # the tasks are the parallelism
         converter = _converters[key] = ray.get(holder[0])
     try:
         return getattr(converter, method)(*args)

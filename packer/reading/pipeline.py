@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import PackError
-from ..processes import die_with_parent, main_hidden, start_method
+from ..processes import die_with_parent, main_hidden, one_opencv_thread, start_method
 from .slots import SharedFd, Slots, anonymous_memory, build, nbytes, split
 
 _PER_WORKER = 2  # tasks queued per worker, so none waits for the parent between batches
@@ -380,6 +380,7 @@ def _work(
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if deathsig:
         die_with_parent(parent)
+    one_opencv_thread()
     try:
         produce = pickle.loads(payload)
     except BaseException:
