@@ -31,6 +31,7 @@ from .slots import SharedFd, Slots, anonymous_memory, build, nbytes, split
 _PER_WORKER = 2  # tasks queued per worker, so none waits for the parent between batches
 _RESERVE = 2  # slots the caller may hold as zero-copy views; past that it gets copies
 _IN_ORDER = 3  # asks in a row near the last one that turn reading ahead back on
+_WAKE = 0.5  # seconds a waiting thread sleeps at most: slots freed meanwhile get used
 
 
 class WorkerError(PackError):
@@ -257,14 +258,15 @@ class Pipeline:
             self._lock.notify_all()
 
     def _receive(self, block: bool, unlocked: bool = False) -> None:
-        """Take every message waiting (at least one when `block`); raise if a worker died.
+        """Take every message waiting (when `block`, wait for one up to _WAKE seconds); raise
+        if a worker died.
         `unlocked`: let go of the lock while waiting (the caller holds it once)."""
         sentinels = {p.sentinel: n for n, p in enumerate(self._processes)}
         waiting = [*self._conns, *sentinels]
         if unlocked:
             self._lock.release()
         try:
-            ready = connection.wait(waiting, timeout=None if block else 0)
+            ready = connection.wait(waiting, timeout=_WAKE if block else 0)
         finally:
             if unlocked:
                 self._lock.acquire()
