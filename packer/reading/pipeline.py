@@ -29,7 +29,7 @@ from ..processes import die_with_parent, main_hidden, one_opencv_thread, start_m
 from .slots import SharedFd, Slots, anonymous_memory, build, nbytes, split
 
 _PER_WORKER = 2  # tasks queued per worker, so none waits for the parent between batches
-_RESERVE = 2  # slots the caller may hold as zero-copy views; past that it gets copies
+_RESERVE = 2  # slots a consumer holds beyond those queued for it (Keras queues `ahead`)
 _IN_ORDER = 3  # asks in a row near the last one that turn reading ahead back on
 _WAKE = 0.5  # seconds a waiting thread sleeps at most: slots freed meanwhile get used
 
@@ -50,9 +50,10 @@ class Pipeline:
     worker; reading ahead stops while the asking is out of order and resumes with it.
 
     Arrays come back as views of a shared slot, which is reused only once the caller has
-    dropped every array of that batch (and every view of them); while the caller holds more
-    than two batches, further ones are handed out as copies, so a caller that keeps batches
-    never stalls the workers. Slots are sized by the batches and grow when one is larger.
+    dropped every array of that batch (and every view of them); while the caller holds
+    `max_queue_size` + 2 batches, further ones are handed out as copies, so a caller that
+    keeps batches never stalls the workers. Slots are sized by the batches and grow when one
+    is larger.
 
     Workers ignore Ctrl-C and die with the thread that started them (on Linux; create the
     pipeline in a long-lived thread, normally the main one), or else at the next message
@@ -79,7 +80,9 @@ class Pipeline:
         self.ahead = max(1, max_queue_size or 2 * workers)
         self.start_method = start or start_method()
         self._lock = threading.Condition(threading.RLock())
-        self._fds = [anonymous_memory() for _ in range(self.ahead + _RESERVE)]
+        self.holds = self.ahead + _RESERVE  # batches held as zero-copy views; then copies
+        # slots in use come last-freed first, so those beyond what is in use stay untouched
+        self._fds = [anonymous_memory() for _ in range(self.ahead + self.holds)]
         self._maps: list[mmap.mmap | None] = [None] * len(self._fds)
         self._free = list(range(len(self._fds)))
         self._held: dict[int, weakref.ref] = {}
@@ -324,7 +327,7 @@ class Pipeline:
         end = layout[-1][0] + nbytes(layout[-1])
         owner = np.frombuffer(self._mapped(slot, end), np.uint8, count=end)
         leaves = [owner[o : o + nbytes((o, s, d))].view(d).reshape(s) for o, s, d in layout]
-        if len(self._held) >= _RESERVE:
+        if len(self._held) >= self.holds:
             leaves = [np.array(leaf) for leaf in leaves]
             self._free.append(slot)
         else:
