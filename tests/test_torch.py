@@ -204,7 +204,9 @@ def test_a_model_trains_from_batches_augmented_on_the_device(seg):
     optimiser = torch.optim.SGD(model.parameters(), lr=0.1)
     loss_fn = torch.nn.CrossEntropyLoss(ignore_index=255)
     losses = []
-    for images, masks in DataLoader(ds, batch_size=None, num_workers=1, pin_memory=device == "cuda"):
+    for images, masks in DataLoader(
+        ds, batch_size=None, num_workers=1, pin_memory=device == "cuda"
+    ):
         assert images.device.type == masks.device.type == device
         optimiser.zero_grad()
         loss = loss_fn(model(images), masks)
