@@ -49,7 +49,9 @@ def main_hidden(hide: bool) -> Iterator[None]:
 
 def one_opencv_thread() -> None:
     """In a worker process: OpenCV on one thread, as the workers are the parallelism (its
-    default, a thread per core in every worker, oversubscribes the cores)."""
+    default, a thread per core in every worker, oversubscribes the cores). Only in a spawned
+    worker, or one forked from a parent that never ran OpenCV's thread pool (a pack's): in a
+    fork of one that did, cv2.setNumThreads can hang on the pool the fork copied."""
     import cv2
 
     cv2.setNumThreads(1)

@@ -29,7 +29,6 @@ import torch
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
 from .augment import device_batch
-from .processes import one_opencv_thread
 from .reading import handoff
 from .reading.loader import Loader
 
@@ -162,10 +161,10 @@ class _Packed:
         return device_batch.from_arrays([arrays["images"], targets], params, self._finish)
 
     def _start_worker(self) -> None:
-        """In a DataLoader worker, once: its ring of slots, and OpenCV on one thread."""
+        """In a DataLoader worker, once: its ring of slots. (Not OpenCV's thread count: in a
+        forked worker, cv2.setNumThreads can hang on the thread pool the fork copied.)"""
         if self._sender is None:
             self._sender = handoff.Sender()
-            one_opencv_thread()
 
     def _read_into_slot(self, index: int, raw_targets: bool = False) -> handoff.Slot | None:
         """Uint8 images read straight into a free slot (one copy), targets beside them: as

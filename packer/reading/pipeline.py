@@ -109,13 +109,14 @@ class Pipeline:
                 "produce uses code defined in an interactive session, which spawned workers "
                 "cannot import: define it in a module (a .py file) and import it from there"
             )
-        hide_main = self.start_method != "fork" and not needs_main
+        spawned = self.start_method != "fork"
+        hide_main = spawned and not needs_main
         with main_hidden(hide_main):
             for number in range(workers):
                 parent_end, child_end = context.Pipe()
                 process = context.Process(
                     target=_work,
-                    args=(payload, child_end, shared, os.getpid(), deathsig),
+                    args=(payload, child_end, shared, os.getpid(), deathsig, spawned),
                     name=f"packer-pipeline-{number}",
                     daemon=True,
                 )
@@ -378,14 +379,20 @@ def _main_importable() -> bool:
 
 
 def _work(
-    payload: bytes, conn: connection.Connection, shared: list, parent: int, deathsig: bool
+    payload: bytes,
+    conn: connection.Connection,
+    shared: list,
+    parent: int,
+    deathsig: bool,
+    spawned: bool,
 ) -> None:
     """A worker's loop: make the batches asked for into their slots, answer calls, until
     told to stop or the parent is gone."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if deathsig:
         die_with_parent(parent)
-    one_opencv_thread()
+    if spawned:
+        one_opencv_thread()
     try:
         produce = pickle.loads(payload)
     except BaseException:
