@@ -48,6 +48,8 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from bench_read import machine  # noqa: E402
+
 from packer.augment import Augment, numpy_exec  # noqa: E402
 from packer.augment.idg import from_idg  # noqa: E402
 
@@ -455,14 +457,6 @@ def report(results: dict, args: argparse.Namespace) -> None:
         )
     for note in results["notes"]:
         print(f"note: {note}")
-
-
-def machine() -> str:
-    """CPU model and core count."""
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return f"{line.split(':', 1)[1].strip()}, {os.cpu_count()} cores"
-    return f"{os.cpu_count()} cores"
 
 
 def main() -> None:

@@ -61,7 +61,6 @@ import io
 import json
 import os
 import random
-import resource
 import statistics
 import subprocess
 import sys
@@ -69,6 +68,8 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
+
+from cputime import cpu_seconds
 
 REPO = Path(__file__).resolve().parents[1]
 HYMENOPTERA = REPO.parent / "shared" / "data" / "hymenoptera" / "train"
@@ -136,21 +137,6 @@ def parse_args() -> argparse.Namespace:
 
 
 # --- timing, the same on both sides ------------------------------------------------------------
-
-
-def cpu_seconds() -> float:
-    """CPU time of this process (threads included), its finished children and its live ones."""
-    done = resource.getrusage(resource.RUSAGE_CHILDREN)
-    live = 0
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == os.getpid():  # ppid; utime and stime follow at 11, 12
-                live += int(fields[11]) + int(fields[12])
-    return time.process_time() + done.ru_utime + done.ru_stime + live / os.sysconf("SC_CLK_TCK")
 
 
 def epoch(adapter) -> int:
@@ -399,6 +385,8 @@ def ratios(results: dict) -> dict:
 
 def report(results: dict, args: argparse.Namespace) -> None:
     """The tables, as the README would show them."""
+    from bench_read import machine  # imports packer: the project's environment only
+
     pack = results["pack"]
     print(
         f"\n224x224, {results['data']}: {pack['packed']} images packed in "
@@ -431,14 +419,6 @@ def report(results: dict, args: argparse.Namespace) -> None:
 def fmt(versions: dict | None) -> str:
     """name version, name version, ..."""
     return ", ".join(f"{k} {v}" for k, v in versions.items()) if versions else "not run"
-
-
-def machine() -> str:
-    """CPU model and core count."""
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return f"{line.split(':', 1)[1].strip()}, {os.cpu_count()} cores"
-    return f"{os.cpu_count()} cores"
 
 
 def main() -> None:

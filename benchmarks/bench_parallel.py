@@ -25,16 +25,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import statistics
 import time
-from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 import keras
 import numpy as np
+from cputime import cpu_seconds
 from keras.src.trainers.data_adapters.py_dataset_adapter import PyDatasetAdapter
 
 from packer.parallel import parallel
@@ -87,21 +86,6 @@ def epoch(adapter: PyDatasetAdapter) -> tuple[float, float]:
         del batch
     adapter.on_epoch_end()
     return time.perf_counter() - start, cpu_seconds() - cpu
-
-
-def cpu_seconds() -> float:
-    """CPU time of this process (threads included), its finished children and its live ones."""
-    done = resource.getrusage(resource.RUSAGE_CHILDREN)
-    live = 0
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == os.getpid():  # ppid; utime and stime follow at 11, 12
-                live += int(fields[11]) + int(fields[12])
-    return time.process_time() + done.ru_utime + done.ru_stime + live / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> None:
