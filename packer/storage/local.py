@@ -17,6 +17,7 @@ import shutil
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from ..errors import LockHeldError
 
@@ -43,19 +44,25 @@ def tmp_path(path: Path) -> Path:
 
 def write_atomic(path: Path, root: Path, head: bytes, parts: Iterable[Path | bytes]) -> FileInfo:
     """Write `head`, then each part (a file or bytes), to `path` atomically; return its hash."""
-    digest = hashlib.sha256()
     tmp = tmp_path(path)
-    size = 0
     with open(tmp, "wb") as out:
-        for piece in (head, *parts):
-            for block in blocks(piece):
-                out.write(block)
-                digest.update(block)
-                size += len(block)
+        size, sha256 = write_hashed(out, head, parts)
         out.flush()
         os.fsync(out.fileno())
     os.replace(tmp, path)
-    return FileInfo(path.relative_to(root).as_posix(), size, digest.hexdigest())
+    return FileInfo(path.relative_to(root).as_posix(), size, sha256)
+
+
+def write_hashed(out: BinaryIO, head: bytes, parts: Iterable[Path | bytes]) -> tuple[int, str]:
+    """Write `head`, then each part, into the open file `out`; return (bytes, SHA-256 hex)."""
+    digest = hashlib.sha256()
+    size = 0
+    for piece in (head, *parts):
+        for block in blocks(piece):
+            out.write(block)
+            digest.update(block)
+            size += len(block)
+    return size, digest.hexdigest()
 
 
 def blocks(piece: Path | bytes) -> Iterable[bytes]:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ..errors import StorageError
 from . import lock_object
-from .local import COPY_BLOCK, FileInfo, blocks
+from .local import COPY_BLOCK, FileInfo, write_hashed
 from .url import url_scheme
 
 _INSTALL = {"s3": "s3fs", "gs": "gcsfs", "gcs": "gcsfs"}
@@ -292,21 +292,15 @@ def relative(url: str, root: str) -> str:
 @_clear_errors
 def write_atomic(url: str, root: str, head: bytes, parts: Iterable[Path | bytes]) -> FileInfo:
     """Write `head` then each part to a local temporary file, hashing, then upload it whole."""
-    digest = hashlib.sha256()
-    size = 0
     with tempfile.NamedTemporaryFile(prefix="packer-upload-", delete=False) as tmp:
         try:
-            for piece in (head, *parts):
-                for block in blocks(piece):
-                    tmp.write(block)
-                    digest.update(block)
-                    size += len(block)
+            size, sha256 = write_hashed(tmp, head, parts)
             tmp.close()
             upload(Path(tmp.name), url)
         finally:
             with contextlib.suppress(OSError):
                 os.unlink(tmp.name)
-    return FileInfo(relative(url, root), size, digest.hexdigest())
+    return FileInfo(relative(url, root), size, sha256)
 
 
 @_clear_errors
