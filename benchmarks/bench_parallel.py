@@ -9,6 +9,11 @@ normalisation) and returns `(x, y)`, x float32 (32, 224, 224, 3) (19 MB). Rows:
   keras workers=2 processes  workers=2, use_multiprocessing=True (batches pickled through pipes)
   packer.parallel(2)         packer.parallel(ds, workers=2): shared-memory worker processes
 
+and two ceilings outside Keras, in the same turns: the epoch's batches split between 2 forked
+processes that only call `__getitem__` (what any 2-process design could reach), and that also
+copy its arrays into a buffer of their own (what a design reaches that moves the user's
+freshly allocated arrays into shared memory: one copy of each batch, as packer.parallel does).
+
 Each row is iterated the way `model.fit` iterates it: Keras' PyDatasetAdapter, epoch by epoch
 (on_epoch_begin, its numpy iterator, on_epoch_end), each batch dropped once received (no
 model, so the rows measure what the input side delivers). The first epoch starts the workers
@@ -24,6 +29,8 @@ work wall-clock ratios drift, and this shows what each way costs.
 from __future__ import annotations
 
 import argparse
+import functools
+import multiprocessing
 import os
 import statistics
 import time
@@ -39,6 +46,8 @@ from keras.src.trainers.data_adapters.py_dataset_adapter import PyDatasetAdapter
 from packer.parallel import parallel
 
 BATCH, CROP, SOURCE, POOL = 32, 224, 256, 96
+CEILING = "2 bare processes"
+CEILING_COPY = "2 bare processes + copy"
 # per-channel mean and 1/std, repeated along a row: NumPy broadcasts a length-3 axis slowly
 MEAN = np.tile(np.array([0.485, 0.456, 0.406], np.float32) * 255, CROP)
 SCALE = np.tile(1 / (np.array([0.229, 0.224, 0.225], np.float32) * 255), CROP)
@@ -88,6 +97,41 @@ def epoch(adapter: PyDatasetAdapter) -> tuple[float, float]:
     return time.perf_counter() - start, cpu_seconds() - cpu
 
 
+def _bare_worker(batches: int, indices: range, copy: bool, barrier, queue) -> None:
+    """One process of a ceiling row: `__getitem__` for `indices` (and a copy of each batch's
+    arrays into buffers allocated once); reports (start, end, CPU seconds)."""
+    dataset = CropDataset(batches)
+    buffers = [np.empty_like(a) for a in dataset[0]]
+    barrier.wait()
+    start, cpu = time.perf_counter(), time.process_time()
+    for index in indices:
+        arrays = dataset[index]
+        if copy:
+            for buffer, array in zip(buffers, arrays, strict=True):
+                np.copyto(buffer, array)
+    queue.put((start, time.perf_counter(), time.process_time() - cpu))
+
+
+def bare_epoch(batches: int, copy: bool, processes: int = 2) -> tuple[float, float]:
+    """Wall and CPU seconds for one epoch's batches split between `processes` forked processes
+    (from all being ready to the last one done), without Keras or any hand-over."""
+    context = multiprocessing.get_context("fork")
+    barrier, queue = context.Barrier(processes), context.Queue()
+    procs = [
+        context.Process(
+            target=_bare_worker,
+            args=(batches, range(k, batches, processes), copy, barrier, queue),
+        )
+        for k in range(processes)
+    ]
+    for p in procs:
+        p.start()
+    reports = [queue.get() for _ in procs]
+    for p in procs:
+        p.join()
+    return max(r[1] for r in reports) - min(r[0] for r in reports), sum(r[2] for r in reports)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batches", type=int, default=64, help="batches per epoch")
@@ -103,11 +147,14 @@ def main() -> None:
     }
     datasets = {name: build() for name, build in make.items()}
     adapters = {name: PyDatasetAdapter(d, shuffle=False) for name, d in datasets.items()}
-    first = {name: epoch(adapter)[0] for name, adapter in adapters.items()}
-    runs: dict[str, list[tuple[float, float]]] = {name: [] for name in adapters}
+    rows = {name: functools.partial(epoch, adapter) for name, adapter in adapters.items()}
+    rows[CEILING] = functools.partial(bare_epoch, args.batches, False)
+    rows[CEILING_COPY] = functools.partial(bare_epoch, args.batches, True)
+    first = {name: run()[0] for name, run in rows.items()}
+    runs: dict[str, list[tuple[float, float]]] = {name: [] for name in rows}
     for _ in range(args.rounds):  # rows take turns, so a busy moment hits them all alike
-        for name, adapter in adapters.items():
-            runs[name].append(epoch(adapter))
+        for name, run in rows.items():
+            runs[name].append(run())
     datasets["packer.parallel(2)"].close()
     images = args.batches * BATCH
     walls = {name: [wall for wall, _ in r] for name, r in runs.items()}
@@ -129,6 +176,11 @@ def main() -> None:
         print(f"  {name:45} {median_ratio:7.2f}x {best_ratio:11.2f}x")
     bound = 2 * cpu["keras workers=1"] / cpu["packer.parallel(2)"]
     print(f"two idle cores would allow packer.parallel(2) at most {bound:.2f}x keras workers=1")
+    print("ceilings / keras workers=1 (no Keras, no hand-over, no per-epoch cost):")
+    for name in (CEILING, CEILING_COPY):
+        median_ratio = rates[name] / rates["keras workers=1"]
+        best_ratio = best[name] / best["keras workers=1"]
+        print(f"  {name:45} {median_ratio:7.2f}x {best_ratio:11.2f}x")
 
 
 if __name__ == "__main__":
