@@ -45,14 +45,17 @@ SECRET = "packer-test-secret-never-shown"
 class SlowShardUploads:
     """WSGI middleware in front of moto: while `on`, the body of each shard-file PUT arrives
     slowly (a slow network), and `uploading` is set once one is half received. A body cut
-    short (the client died) is refused, as S3 refuses an incomplete request."""
+    short (the client died) is refused, as S3 refuses an incomplete request. Every request's
+    method and path go into `requests`."""
 
     def __init__(self, app) -> None:
         self.app = app
         self.on = False
         self.uploading = threading.Event()
+        self.requests: list[tuple[str, str]] = []
 
     def __call__(self, environ, start_response):
+        self.requests.append((environ["REQUEST_METHOD"], environ["PATH_INFO"]))
         length = int(environ.get("CONTENT_LENGTH") or 0)
         if not (self.on and environ["REQUEST_METHOD"] == "PUT" and ".npy" in environ["PATH_INFO"]):
             return self.app(environ, start_response)
@@ -203,6 +206,18 @@ def test_sources_read_from_s3_give_the_local_bytes(s3, bucket, golden_sources, t
     dry = cli("pack", f"{bucket}/raw", "--dry-run", "--size", "32x24")
     assert dry.returncode == 0, dry.stderr
     assert "train" in dry.stdout
+
+
+def test_a_source_in_s3_is_read_with_one_request(s3, bucket):
+    url = f"{bucket}/raw/a.png"
+    s3.fs.pipe_file(url, b"\x89PNG" * 300)
+    s3.slow.requests.clear()
+    data, size, mtime_ns = storage.read_with_stat(url)
+    assert s3.slow.requests == [("GET", url[len("s3:/") :])]
+    assert (data, size) == (b"\x89PNG" * 300, 1200)
+    assert mtime_ns == int(s3.fs.info(url)["LastModified"].timestamp()) * 10**9
+    with pytest.raises(FileNotFoundError):
+        storage.read_with_stat(f"{bucket}/raw/absent.png")
 
 
 def test_the_cli_packs_s3_to_s3_and_keeps_credentials_out_of_everything(
