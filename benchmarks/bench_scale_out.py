@@ -264,10 +264,9 @@ def s3_section(src: Path, tmp: Path, rounds: int, latency: float, reads: bool) -
         images = len(sources)
         for name, measured in runs.items():
             result[f"{name}_img_s{key}"] = statistics.median(r[0] for r in measured)
-            result[f"{name}_pack_cpu_ms{key}"] = statistics.median(r[1] for r in measured) / images
-            result[f"{name}_server_cpu_ms{key}"] = (
-                statistics.median(r[2] for r in measured) / images
-            )
+            for column, field in (("pack", 1), ("server", 2)):
+                seconds = statistics.median(r[field] for r in measured)
+                result[f"{name}_{column}_cpu_ms{key}"] = seconds / images * 1e3
         if not reads:
             return result
         url = "s3://bench/p0"
