@@ -220,6 +220,22 @@ def test_a_source_in_s3_is_read_with_one_request(s3, bucket):
         storage.read_with_stat(f"{bucket}/raw/absent.png")
 
 
+def test_a_download_is_one_request_hashed_as_it_is_written(s3, bucket, tmp_path):
+    payload = os.urandom(3 << 20)  # several stream blocks
+    url = f"{bucket}/packed/train/shard.images.npy"
+    s3.fs.pipe_file(url, payload)
+    (tmp_path / "local.npy").write_bytes(payload)
+    expected = (len(payload), hashlib.sha256(payload).hexdigest())
+    for claimed in ("from-s3", "from-disk"):  # the cache's room claims: longer, sparse files
+        with open(tmp_path / claimed, "wb") as claim:
+            claim.truncate(len(payload) + 4096)
+    s3.slow.requests.clear()
+    assert storage.download(url, tmp_path / "from-s3") == expected
+    assert s3.slow.requests == [("GET", url[len("s3:/") :])]
+    assert storage.download(tmp_path / "local.npy", tmp_path / "from-disk") == expected
+    assert (tmp_path / "from-s3").read_bytes() == (tmp_path / "from-disk").read_bytes() == payload
+
+
 def test_the_cli_packs_s3_to_s3_and_keeps_credentials_out_of_everything(
     s3, bucket, golden_sources, tmp_path
 ):

@@ -208,6 +208,7 @@ def upload(local: str | os.PathLike, path: str | os.PathLike) -> None:
     backend(path).upload(Path(local), _local(path))
 
 
-def download(path: str | os.PathLike, local: str | os.PathLike) -> None:
-    """Copy the file at `path` to the local file `local`."""
-    backend(path).download(_local(path), Path(local))
+def download(path: str | os.PathLike, local: str | os.PathLike) -> tuple[int, str]:
+    """Copy the file at `path` to the local file `local`; the size and SHA-256 of the bytes
+    written, hashed as they pass (no second read)."""
+    return backend(path).download(_local(path), Path(local))

@@ -33,7 +33,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from ..errors import StorageError
-from . import download, sha256_file
+from . import download
 from .url import URLPath
 
 DEFAULT_MAX_BYTES = 50 * 10**9
@@ -150,8 +150,7 @@ class ShardCache:
         """Fetch to a temporary name, check size and SHA-256 against the manifest, rename."""
         url = self.url / f["path"]
         try:
-            download(url, tmp)
-            size, digest = sha256_file(tmp)
+            size, digest = download(url, tmp)
             if size != f["bytes"] or digest != f["sha256"]:
                 raise StorageError(
                     f"{url}: downloaded {size} bytes with sha256 {digest[:16]}..., the "

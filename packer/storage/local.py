@@ -53,16 +53,31 @@ def write_atomic(path: Path, root: Path, head: bytes, parts: Iterable[Path | byt
     return FileInfo(path.relative_to(root).as_posix(), size, sha256)
 
 
+class HashingWriter:
+    """Writes blocks to an open file, counting and hashing (SHA-256) them as they pass."""
+
+    def __init__(self, out: BinaryIO) -> None:
+        self.out = out
+        self.digest = hashlib.sha256()
+        self.size = 0
+
+    def write(self, block: bytes) -> None:
+        self.out.write(block)
+        self.digest.update(block)
+        self.size += len(block)
+
+    def result(self) -> tuple[int, str]:
+        """(bytes written, SHA-256 hex)."""
+        return self.size, self.digest.hexdigest()
+
+
 def write_hashed(out: BinaryIO, head: bytes, parts: Iterable[Path | bytes]) -> tuple[int, str]:
     """Write `head`, then each part, into the open file `out`; return (bytes, SHA-256 hex)."""
-    digest = hashlib.sha256()
-    size = 0
+    writer = HashingWriter(out)
     for piece in (head, *parts):
         for block in blocks(piece):
-            out.write(block)
-            digest.update(block)
-            size += len(block)
-    return size, digest.hexdigest()
+            writer.write(block)
+    return writer.result()
 
 
 def blocks(piece: Path | bytes) -> Iterable[bytes]:
@@ -293,5 +308,15 @@ def upload(local: Path, path: Path) -> None:
     os.replace(local, path)
 
 
-def download(path: Path, local: Path) -> None:
-    shutil.copyfile(path, local)
+def download(path: Path, local: Path) -> tuple[int, str]:
+    with open_in_place(local) as out:
+        found = write_hashed(out, b"", [path])
+        out.truncate()
+    return found
+
+
+def open_in_place(path: Path) -> BinaryIO:
+    """`path` opened for writing from its start, not emptied first: the shard cache claims a
+    download's room with a file of that size, and others count it until the bytes arrive.
+    Truncate at the end of what was written."""
+    return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT, 0o644), "wb")

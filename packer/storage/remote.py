@@ -21,11 +21,14 @@ import os
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from ..errors import StorageError
 from . import lock_object
-from .local import COPY_BLOCK, FileInfo, write_hashed
+from .local import COPY_BLOCK, FileInfo, HashingWriter, open_in_place, write_hashed
 from .url import url_scheme
+
+STREAM_BLOCK = 1 << 20  # bytes per read of a streamed GET: 1 MB beat 4 MB by ~15% on moto
 
 _INSTALL = {"s3": "s3fs", "gs": "gcsfs", "gcs": "gcsfs"}
 _CREDENTIAL_HINT = {
@@ -340,9 +343,43 @@ def upload(local: Path, url: str) -> None:
 
 
 @_clear_errors
-def download(url: str, local: Path) -> None:
-    """Copy an object to a local file (the caller writes under a temporary name)."""
-    _fs(url).get_file(url, os.fspath(local))
+def download(url: str, local: Path) -> tuple[int, str]:
+    """Copy an object to a local file (the caller writes under a temporary name), hashing it
+    as it passes. S3: one streamed GET (s3fs's get_file asks a HEAD first, and its cat_file
+    splits a large object into ranged GETs: 0.3-0.5x this rate from a local server)."""
+    fs = _fs(url)
+    with open_in_place(local) as out:
+        if hasattr(fs, "_call_s3"):
+            from fsspec.asyn import sync
+
+            found = sync(fs.loop, _s3_stream, fs, url, out)
+        else:
+            with fs.open(url, "rb", block_size=COPY_BLOCK, cache_type="none") as f:
+                found = write_hashed(out, b"", iter(lambda: f.read(COPY_BLOCK), b""))
+        out.truncate()
+    return found
+
+
+async def _s3_stream(fs, url: str, out: BinaryIO) -> tuple[int, str]:
+    """An S3 object written to `out` from one GET, block by block, with s3fs's retries (each
+    try writes from the file's start again); its size and SHA-256."""
+    from s3fs.core import _error_wrapper
+
+    bucket, key, version = fs.split_path(url)
+    extra = {"VersionId": version} if version else {}
+
+    async def stream() -> tuple[int, str]:
+        out.seek(0)
+        writer = HashingWriter(out)
+        answer = await fs._call_s3("get_object", Bucket=bucket, Key=key, **extra)
+        try:
+            while block := await answer["Body"].read(STREAM_BLOCK):
+                writer.write(block)
+        finally:
+            answer["Body"].close()
+        return writer.result()
+
+    return await _error_wrapper(stream, retries=fs.retries)
 
 
 @_clear_errors
