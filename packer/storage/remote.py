@@ -21,7 +21,6 @@ import os
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import BinaryIO
 
 from ..errors import StorageError
 from . import lock_object
@@ -127,31 +126,35 @@ def read_with_stat(url: str) -> tuple[bytes, int, int]:
     way). Elsewhere the time is taken first, so a later change shows as a newer time."""
     fs = _fs(url)
     if hasattr(fs, "_call_s3"):
-        from fsspec.asyn import sync
 
-        data, modified = sync(fs.loop, _s3_get, fs, url)
+        async def whole(answer: dict) -> tuple[bytes, object]:
+            return await answer["Body"].read(), answer["LastModified"]
+
+        data, modified = _s3_get_object(fs, url, whole)
         return data, len(data), _mtime_ns({"LastModified": modified})
     info = fs.info(url)
     data = fs.cat_file(url)
     return data, len(data), _mtime_ns(info)
 
 
-async def _s3_get(fs, url: str) -> tuple[bytes, object]:
-    """An S3 object's bytes and Last-Modified from one GET, with s3fs's retries and its
-    translation of S3's errors (a missing key: FileNotFoundError)."""
+def _s3_get_object(fs, url: str, consume):
+    """One GET of an S3 object, its answer (headers and body stream) handed to the coroutine
+    `consume`, with s3fs's retries (a retry asks and consumes again) and its translation of
+    S3's errors (a missing key: FileNotFoundError)."""
+    from fsspec.asyn import sync
     from s3fs.core import _error_wrapper
 
     bucket, key, version = fs.split_path(url)
     extra = {"VersionId": version} if version else {}
 
-    async def get() -> tuple[bytes, object]:
+    async def get():
         answer = await fs._call_s3("get_object", Bucket=bucket, Key=key, **extra)
         try:
-            return await answer["Body"].read(), answer["LastModified"]
+            return await consume(answer)
         finally:
             answer["Body"].close()
 
-    return await _error_wrapper(get, retries=fs.retries)
+    return sync(fs.loop, _error_wrapper, get, retries=fs.retries)
 
 
 @_clear_errors
@@ -350,36 +353,20 @@ def download(url: str, local: Path) -> tuple[int, str]:
     fs = _fs(url)
     with open_in_place(local) as out:
         if hasattr(fs, "_call_s3"):
-            from fsspec.asyn import sync
 
-            found = sync(fs.loop, _s3_stream, fs, url, out)
+            async def to_file(answer: dict) -> tuple[int, str]:
+                out.seek(0)
+                writer = HashingWriter(out)
+                while block := await answer["Body"].read(STREAM_BLOCK):
+                    writer.write(block)
+                return writer.result()
+
+            found = _s3_get_object(fs, url, to_file)
         else:
             with fs.open(url, "rb", block_size=COPY_BLOCK, cache_type="none") as f:
                 found = write_hashed(out, b"", iter(lambda: f.read(COPY_BLOCK), b""))
         out.truncate()
     return found
-
-
-async def _s3_stream(fs, url: str, out: BinaryIO) -> tuple[int, str]:
-    """An S3 object written to `out` from one GET, block by block, with s3fs's retries (each
-    try writes from the file's start again); its size and SHA-256."""
-    from s3fs.core import _error_wrapper
-
-    bucket, key, version = fs.split_path(url)
-    extra = {"VersionId": version} if version else {}
-
-    async def stream() -> tuple[int, str]:
-        out.seek(0)
-        writer = HashingWriter(out)
-        answer = await fs._call_s3("get_object", Bucket=bucket, Key=key, **extra)
-        try:
-            while block := await answer["Body"].read(STREAM_BLOCK):
-                writer.write(block)
-        finally:
-            answer["Body"].close()
-        return writer.result()
-
-    return await _error_wrapper(stream, retries=fs.retries)
 
 
 @_clear_errors
