@@ -53,7 +53,6 @@ import csv
 import functools
 import hashlib
 import json
-import multiprocessing
 import os
 import resource
 import shutil
@@ -66,6 +65,7 @@ from pathlib import Path
 
 import cv2
 import numpy as np
+from cputime import forked_together
 from PIL import Image
 
 from packer.imaging import decode_image, decode_mask, pad_to_canvas, resample_mask
@@ -216,23 +216,11 @@ def _worker(work, config: PackConfig, samples: list, cpu: int, barrier, queue) -
 def decode_rate(work, config: PackConfig, samples: list, processes: int) -> dict:
     """Pairs/s of `processes` forked processes, one per core, sharing `samples` equally; CPU
     ms per pair; ms per pair by stage (summed over the processes)."""
-    context = multiprocessing.get_context("fork")
-    barrier, queue = context.Barrier(processes), context.Queue()
     cpus = sorted(os.sched_getaffinity(0))
-    procs = [
-        context.Process(
-            target=_worker,
-            args=(work, config, samples[k::processes], cpus[k % len(cpus)], barrier, queue),
-        )
-        for k in range(processes)
-    ]
-    for p in procs:
-        p.start()
-    reports = [queue.get() for _ in procs]
-    for p in procs:
-        p.join()
-        if p.exitcode:
-            raise SystemExit(f"a decode process failed (exit code {p.exitcode})")
+    reports = forked_together(
+        _worker,
+        [(work, config, samples[k::processes], cpus[k % len(cpus)]) for k in range(processes)],
+    )
     seconds = max(r[1] for r in reports) - min(r[0] for r in reports)
     return {
         "rate": len(samples) / seconds,

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import multiprocessing
 import os
 import statistics
 import time
@@ -40,7 +39,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 import keras
 import numpy as np
-from cputime import cpu_seconds
+from cputime import cpu_seconds, forked_together
 from keras.src.trainers.data_adapters.py_dataset_adapter import PyDatasetAdapter
 
 from packer.parallel import parallel
@@ -115,20 +114,9 @@ def _bare_worker(batches: int, indices: range, copy: bool, barrier, queue) -> No
 def bare_epoch(batches: int, copy: bool, processes: int = 2) -> tuple[float, float]:
     """Wall and CPU seconds for one epoch's batches split between `processes` forked processes
     (from all being ready to the last one done), without Keras or any hand-over."""
-    context = multiprocessing.get_context("fork")
-    barrier, queue = context.Barrier(processes), context.Queue()
-    procs = [
-        context.Process(
-            target=_bare_worker,
-            args=(batches, range(k, batches, processes), copy, barrier, queue),
-        )
-        for k in range(processes)
-    ]
-    for p in procs:
-        p.start()
-    reports = [queue.get() for _ in procs]
-    for p in procs:
-        p.join()
+    reports = forked_together(
+        _bare_worker, [(batches, range(k, batches, processes), copy) for k in range(processes)]
+    )
     return max(r[1] for r in reports) - min(r[0] for r in reports), sum(r[2] for r in reports)
 
 

@@ -1,13 +1,16 @@
-"""CPU time of a benchmark and every process it started, for CPU-per-item columns.
+"""CPU time of a benchmark and every process it started, for CPU-per-item columns; processes
+forked to run side by side, released together.
 
 Standard library only, so that scripts running in the peers' environment can import it too.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import resource
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 
@@ -24,3 +27,20 @@ def cpu_seconds() -> float:
             if int(fields[1]) == os.getpid():  # ppid; utime and stime follow at 11, 12
                 live += int(fields[11]) + int(fields[12])
     return time.process_time() + done.ru_utime + done.ru_stime + live / os.sysconf("SC_CLK_TCK")
+
+
+def forked_together(target: Callable, arguments: Sequence[tuple]) -> list:
+    """Run `target(*args, barrier, queue)` in a forked process per `args`, all released by one
+    barrier once ready; the one report each puts on `queue`, in arrival order. A process that
+    fails stops the benchmark."""
+    context = multiprocessing.get_context("fork")
+    barrier, queue = context.Barrier(len(arguments)), context.Queue()
+    procs = [context.Process(target=target, args=(*args, barrier, queue)) for args in arguments]
+    for p in procs:
+        p.start()
+    reports = [queue.get() for _ in procs]
+    for p in procs:
+        p.join()
+        if p.exitcode:
+            raise SystemExit(f"a benchmark process failed (exit code {p.exitcode})")
+    return reports
