@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import Future
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,8 @@ from PIL import Image
 import packer
 from packer.errors import PackError
 from packer.formats import FORMATS
+from packer.packing import make_plan, schedule
+from packer.packing.convert import Converter
 from packer.synthetic import make_segmentation
 from tests.conftest import manifest_hashes
 from tests.corpus import BLUE, GREEN, RED, exif_rotated_jpeg, write_classification_corpus
@@ -228,6 +231,40 @@ def test_ctrl_c_stops_workers_cleans_up_and_says_how_to_resume(many_shards, tmp_
     assert not list(out.rglob(".tmp-*")) and not list(out.rglob("*.part"))
     subprocess.run(pack_cmd(src, out, *args), check=True, capture_output=True, timeout=120)
     assert manifest_hashes(out) == manifest_hashes(reference)
+
+
+class InterruptedEngine:
+    """An engine whose user presses Ctrl-C as its second task is submitted, and whose workers
+    cannot be stopped cleanly afterwards (gone already, say)."""
+
+    name, workers, shares_disk = "interrupted", 1, True
+
+    def __init__(self) -> None:
+        self.submitted = 0
+        self.stops: list[bool] = []
+
+    def start(self, converter) -> None:
+        pass
+
+    def submit(self, method: str, *args) -> Future:
+        self.submitted += 1
+        if self.submitted == 2:
+            raise KeyboardInterrupt
+        return Future()  # never done
+
+    def stop(self, cancel: bool = False) -> None:
+        self.stops.append(cancel)
+        raise RuntimeError("the workers are gone already")
+
+
+def test_an_engine_that_fails_to_stop_does_not_hide_ctrl_c(many_shards, tmp_path):
+    src, _, _ = many_shards
+    plan = make_plan(src, tmp_path / "out", size=(96, 72), shard_size=96 * 72 * 4)
+    assert sum(len(s.chunks) for s in plan.shard_tasks()) >= 2
+    engine = InterruptedEngine()
+    with pytest.raises(KeyboardInterrupt):
+        schedule.run(engine, Converter(plan.config), plan.shard_tasks(), False)
+    assert engine.stops == [True]  # cancelled once, its failure not raised over the interrupt
 
 
 # -- integrity ---------------------------------------------------------------------------------

@@ -646,7 +646,8 @@ def test_ctrl_c_cancels_ray_tasks_and_the_same_command_resumes(ray_cluster, many
         time.sleep(0.01)
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=30)
-    assert proc.returncode == 130 and "run the same command again to resume" in stderr
+    assert proc.returncode == 130, stderr
+    assert "run the same command again to resume" in stderr
     assert not list(out.rglob(".tmp-*"))
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

@@ -9,6 +9,7 @@ Other engines get one task per whole shard. Either way the bytes are the plan's.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 
@@ -55,7 +56,8 @@ def run(
         step = _by_chunks if engine.shares_disk else _by_shards
         receipts = step(engine, shards, bar, on_chunk or (lambda result: None))
     except BaseException:
-        engine.stop(cancel=True)
+        with contextlib.suppress(Exception):  # stopping must not hide why the pack stopped
+            engine.stop(cancel=True)
         raise
     finally:
         bar.close()

@@ -10,6 +10,7 @@ the work folder. A refused or up-to-date run leaves nothing behind.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -145,7 +146,8 @@ class _Job:
             self._begin(decision, overwrite, command)
             data = self._pack_missing(decision)
         except BaseException as exc:
-            remove_temporaries(out)
+            with contextlib.suppress(Exception):  # cleaning up must not hide why it stopped
+                remove_temporaries(out)
             if is_out_of_space(exc):
                 raise PackError(
                     f"no space left for {out} ({exc.strerror}); finished shards are kept: "
