@@ -32,6 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from cputime import process_cpu
+
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 SIZE = (224, 224)
 
@@ -154,12 +156,6 @@ def start_moto(latency_ms: float = 0) -> subprocess.Popen:
                 return proc
         time.sleep(0.1)
     raise RuntimeError("moto server did not start")
-
-
-def process_cpu(pid: int) -> float:
-    """CPU seconds (user + system) a live process has used so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def cpu_pack(src, out, server: int) -> tuple[float, float, float]:

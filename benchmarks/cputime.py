@@ -17,16 +17,28 @@ from pathlib import Path
 def cpu_seconds() -> float:
     """CPU time of this process (threads included), its finished children and its live ones."""
     done = resource.getrusage(resource.RUSAGE_CHILDREN)
-    live = 0
+    live = 0.0
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
-                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+                parent, used = _stat(int(entry))
             except OSError:
                 continue
-            if int(fields[1]) == os.getpid():  # ppid; utime and stime follow at 11, 12
-                live += int(fields[11]) + int(fields[12])
-    return time.process_time() + done.ru_utime + done.ru_stime + live / os.sysconf("SC_CLK_TCK")
+            if parent == os.getpid():
+                live += used
+    return time.process_time() + done.ru_utime + done.ru_stime + live
+
+
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user + system) a live process has used so far."""
+    return _stat(pid)[1]
+
+
+def _stat(pid: int) -> tuple[int, float]:
+    """A live process's parent pid and CPU seconds, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    # fields[1] is the ppid; utime and stime, in clock ticks, are fields[11] and fields[12]
+    return int(fields[1]), (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def forked_together(target: Callable, arguments: Sequence[tuple]) -> list:
