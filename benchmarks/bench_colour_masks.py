@@ -202,7 +202,7 @@ def centre_crop(array: np.ndarray, size: tuple[int, int]) -> np.ndarray:
 
 
 def _worker(work, config: PackConfig, samples: list, cpu: int, barrier, queue) -> None:
-    """One pinned process of (a) / (a') / (a2): waits for its peers, then reports
+    """One pinned process of (a) / (a') / (a2) / (a+): waits for its peers, then reports
     (start, end, CPU seconds, stages)."""
     os.sched_setaffinity(0, {cpu})
     cv2.setNumThreads(1)
