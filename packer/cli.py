@@ -33,6 +33,7 @@ from .packing import preflight
 from .packing.update import unfinished
 from .reading.dataset import open_dataset
 from .sources import LAYOUTS
+from .sources.model import CROWDS, OVERLAPS
 from .verify import verify
 
 SHOW_DEFAULTS = {"show_default": True}
@@ -162,6 +163,36 @@ changed since, packs again only the shards they touch (--no-update leaves it as 
     show_default="a class_dict.csv or names file in SRC, else folder names or mask values",
 )
 @click.option(
+    "--coco",
+    multiple=True,
+    help="COCO instances JSON for the images in SRC; SPLIT=FILE for several "
+    "(--coco train=a.json --coco val=b.json).",
+    show_default="annotations/instances_<split>.json in SRC",
+)
+@click.option(
+    "--overlap",
+    type=click.Choice(OVERLAPS),
+    default="ignore",
+    help="COCO: pixels of two or more instances become --ignore-index, or the later one's class.",
+)
+@click.option(
+    "--crowd",
+    type=click.Choice(CROWDS),
+    default="ignore",
+    help="COCO: crowd regions become --ignore-index, or their category's class.",
+)
+@click.option(
+    "--ignore-class",
+    multiple=True,
+    help="A class whose pixels become --ignore-index; the rest keep their order (repeatable).",
+)
+@click.option(
+    "--class-map",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="CSV of source,target rows: a class name, mask value or 'r g b' colour -> a class "
+    "name (renames, merges) or 'ignore'.",
+)
+@click.option(
     "--root",
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     help="Folder the relative paths in a .lst/.csv list start from.",
@@ -262,6 +293,7 @@ def pack_command(
     engine_options = packing.engine_options_for(
         engine, options.pop("address"), options.pop("ray_cpus"), options.pop("retries")
     )
+    options["coco"] = options["coco"] or None
     given = {k: options.pop(k) for k in FORMAT_OPTION_NAMES}
     options.update({k: v for k, v in given.items() if v is not None})
     signal.signal(signal.SIGTERM, signal.default_int_handler)

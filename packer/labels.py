@@ -34,12 +34,26 @@ class ClassInfo:
         return {"index": self.index, "name": self.name, "color": self.color and list(self.color)}
 
 
+# A mask value or colour and the class id it becomes (IGNORED: the ignore index).
+IGNORED = -1
+ValueMap = tuple[tuple[int, int], ...]
+ColorMap = tuple[tuple[tuple[int, int, int], int], ...]
+
+
 @dataclass(frozen=True)
 class ClassTable:
-    """An ordered list of classes and where it came from (a file, folder names, list labels)."""
+    """An ordered list of classes and where it came from (a file, folder names, list labels).
+
+    By default a mask value is its class id and a colour is its class's colour. A layout whose
+    masks hold other ids (Cityscapes' label ids, ADE20K's shifted ones) or a class mapping
+    (`--ignore-class`, `--class-map`) says instead which value (`value_map`) and which colour
+    (`color_map`) becomes which class; values and colours absent from a map are unknown.
+    """
 
     classes: tuple[ClassInfo, ...]
     source: str
+    value_map: ValueMap | None = None
+    color_map: ColorMap | None = None
 
     @property
     def names(self) -> list[str]:
@@ -47,7 +61,30 @@ class ClassTable:
 
     @property
     def has_colors(self) -> bool:
+        if self.color_map is not None:
+            return True
         return bool(self.classes) and all(c.color is not None for c in self.classes)
+
+    def values(self) -> dict[int, int]:
+        """Mask value -> class id (IGNORED for the ignore index)."""
+        if self.value_map is not None:
+            return dict(self.value_map)
+        return {c.index: c.index for c in self.classes}
+
+    def mapping_json(self) -> dict | None:
+        """The value and colour maps as the manifest records them; None without maps."""
+        if self.value_map is None and self.color_map is None:
+            return None
+        return {
+            "values": {str(v): i for v, i in self.value_map or ()},
+            "colors": [[*c, i] for c, i in self.color_map or ()],
+        }
+
+    def colors(self) -> dict[tuple[int, int, int], int]:
+        """Mask colour -> class id (IGNORED for the ignore index)."""
+        if self.color_map is not None:
+            return dict(self.color_map)
+        return {c.color: c.index for c in self.classes if c.color is not None}
 
     def __len__(self) -> int:
         return len(self.classes)
@@ -143,6 +180,7 @@ class LabelMapper:
         self.dtype = np.dtype(dtype)
         self.num_classes = len(table) if table is not None else None
         self._color_lut: np.ndarray | None = None
+        self._values_lut: np.ndarray | None = None
 
     def map(self, values: np.ndarray, kind: str, palette: np.ndarray | None = None) -> MappedMask:
         """Map a mask's raw `values` by their `kind`: "index" (class ids), "palette" (indices
@@ -156,6 +194,8 @@ class LabelMapper:
 
     def _map_indices(self, values: np.ndarray) -> MappedMask:
         """Index masks hold class ids; values past the table (other than ignore) are unknown."""
+        if self.table is not None and self.table.value_map is not None:
+            return self._map_through(self._value_lut(), values, lambda v: f"index {v}")
         if self.num_classes is None or values.max(initial=0) < self.num_classes:
             return MappedMask(values.astype(self.dtype, copy=False), {})
         bad = (values >= self.num_classes) & (values != self.ignore_index)
@@ -168,7 +208,7 @@ class LabelMapper:
 
     def _palette_ids(self, palette: np.ndarray) -> np.ndarray:
         """Class id + 1 of each palette entry, via its colour; 0 for entries not in the table."""
-        ids = np.zeros(256, np.uint16)
+        ids = np.zeros(256, self._lut_dtype())
         ids[: len(palette)] = self._lut()[_color_keys(palette[np.newaxis])[0]][:256]
         return ids
 
@@ -177,7 +217,7 @@ class LabelMapper:
         table become the ignore index and are counted."""
         ids = np.take(lut, values)  # 2x faster than lut[values] for large tables
         bad = ids == 0
-        ids -= 1  # class ids; 0xFFFF where bad
+        ids -= 1  # class ids; all ones where bad
         if not bad.any():
             return MappedMask(ids.astype(self.dtype, copy=False), {})
         unknown = _count_values(values[bad], describe)
@@ -205,11 +245,30 @@ class LabelMapper:
         busy machine).
         """
         if self._color_lut is None:
-            lut = np.zeros(1 << 24, np.uint16)
-            for cls in self.table.classes:  # type: ignore[union-attr]
-                lut[_color_key(*cls.color)] = cls.index + 1  # type: ignore[misc]
+            lut = np.zeros(1 << 24, self._lut_dtype())
+            for color, index in self.table.colors().items():  # type: ignore[union-attr]
+                lut[_color_key(*color)] = self._lut_entry(index)
             self._color_lut = lut
         return self._color_lut
+
+    def _value_lut(self) -> np.ndarray:
+        """Mask value -> class id + 1 (0: unknown) from the table's value map; the ignore
+        index itself stays the ignore index unless the map says otherwise."""
+        if self._values_lut is None:
+            values = self.table.values()  # type: ignore[union-attr]
+            lut = np.zeros(max(65536, max(values, default=0) + 1), self._lut_dtype())
+            lut[self.ignore_index] = self.ignore_index + 1
+            for value, index in values.items():
+                lut[value] = self._lut_entry(index)
+            self._values_lut = lut
+        return self._values_lut
+
+    def _lut_dtype(self) -> np.dtype:
+        """uint16 while the ignore index + 1 fits it (always, but for ignore index 65535)."""
+        return np.dtype(np.uint16 if self.ignore_index < 65535 else np.uint32)
+
+    def _lut_entry(self, index: int) -> int:
+        return (self.ignore_index if index == IGNORED else index) + 1
 
 
 def _color_key(r: int, g: int, b: int) -> int:

@@ -65,6 +65,7 @@ def build(
         "fields": [f.to_json() for f in fields],
         "classes": [c.to_json() for c in table.classes],
         "class_source": table.source,
+        **({"class_mapping": table.mapping_json()} if table.mapping_json() else {}),
         "ignore_index": options.get("ignore_index"),
         "splits": dict(sorted(splits.items())),
         "options": options,

@@ -9,7 +9,7 @@ from pathlib import Path
 from .packing.plan import PackPlan
 from .packing.preflight import DECODE_ONLY
 from .reading.dataset import PackedDataset
-from .sources import Rejection
+from .sources import Rejection, mask_files
 
 _SHOWN = 10
 _CLASSES_SHOWN = 40
@@ -48,10 +48,14 @@ def dry_run(plan: PackPlan, predicted: list[Rejection] | None = None) -> str:
     (found in file names, and `predicted` from the files' headers)."""
     s = plan.scan
     lines = [f"source:  {s.root}", f"layout:  {s.layout} ({s.task})", *_output_line(plan)]
+    if s.why:
+        lines.insert(2, f"found:   {s.why}")
     bad = {r.path for r in predicted or []}
     for split, shards in plan.shards.items():
         count = sum(len(sh.samples) for sh in shards)
-        failing = sum(1 for sh in shards for x in sh.samples if {x.image, x.mask} & bad)
+        failing = sum(
+            1 for sh in shards for x in sh.samples if {x.image, *mask_files(x.mask)} & bad
+        )
         lost = f" ({failing} would be rejected)" if failing else ""
         lines.append(
             f"split {split}: {count} samples{lost} in {plural(len(shards), 'shard')}, "

@@ -39,7 +39,16 @@ def reasons(result) -> dict[str, str]:
 
 def test_public_constants():
     assert ".jpeg" in IMAGE_EXTENSIONS and ".tiff" in IMAGE_EXTENSIONS
-    assert LAYOUTS == ("auto", "class-folders", "mask-folders", "list")
+    assert LAYOUTS == (
+        "auto",
+        "coco",
+        "coco-panoptic",
+        "cityscapes",
+        "ade20k",
+        "class-folders",
+        "mask-folders",
+        "list",
+    )
 
 
 class TestClassFolders:

@@ -19,10 +19,17 @@ import numpy as np
 
 from .. import formats, storage
 from ..errors import ImageError, LabelError, UnknownLabelError
-from ..imaging import Geometry, decode_image, decode_mask, pad_to_canvas, resample_mask
+from ..imaging import (
+    Geometry,
+    MaskPixels,
+    decode_image,
+    decode_mask,
+    pad_to_canvas,
+    resample_mask,
+)
 from ..labels import ClassTable, LabelMapper
 from ..schema import Field
-from ..sources import Sample
+from ..sources import MaskRecipe, Sample, mask_files, mask_key
 from . import prefetch, scratch, stats, workdir
 from .preflight import mask_size_mismatch
 from .tasks import ChunkResult, ChunkTask, ShardTask
@@ -87,7 +94,7 @@ class Converter:
         )
         read = prefetch.Fetcher(  # sources at a URL: the next files requested ahead
             config.root,
-            [p for s in task.samples for p in (s.image, s.mask) if p],
+            [p for s in task.samples for p in (s.image, *mask_files(s.mask))],
             storage.read_with_stat,
         )
         try:
@@ -98,14 +105,14 @@ class Converter:
                     result.rejected.append({"path": exc.path, "reason": exc.reason})
                     continue
                 if unknown:
-                    result.unknown.append({"path": sample.mask, "values": unknown})
+                    result.unknown.append({"path": mask_key(sample.mask), "values": unknown})
                     if config.unknown_colors == "error":
                         found = ", ".join(f"{k} x {v} px" for k, v in unknown.items())
                         raise UnknownLabelError(
-                            f"{sample.mask}: values not in the class table: {found}"
+                            f"{mask_key(sample.mask)}: values not in the class table: {found}"
                         )
                 writer.write(record)
-                result.kept.append([sample.image, sample.mask])
+                result.kept.append([sample.image, mask_key(sample.mask)])
                 result.stats.add(record, backend)
         finally:
             read.close()
@@ -178,8 +185,15 @@ class Converter:
         if sample.mask is None:
             return {"images": image.pixels, "labels": np.int32(sample.label)}, image.backend, {}
         try:
-            data = self._read(sample.mask, states, read)
-            mask = decode_mask(data, max_pixels=config.max_pixels)
+            if isinstance(sample.mask, MaskRecipe):
+                ids = sample.mask.pixels(
+                    lambda rel: self._read(rel, states, read),
+                    image.source_size,
+                    config.ignore_index,
+                )
+                mask = MaskPixels(ids, "index", None, (ids.shape[1], ids.shape[0]))
+            else:
+                mask = decode_mask(self._read(sample.mask, states, read), config.max_pixels)
             mismatch = mask_size_mismatch(mask.size, image.source_size, sample.image)
             if mismatch:
                 raise LabelError(mismatch)
@@ -187,7 +201,7 @@ class Converter:
             # the crop.
             mapped = self.mapper.map(mask.values, mask.kind, mask.palette)  # type: ignore[union-attr]
         except (ImageError, LabelError, OSError) as exc:
-            raise SampleError(sample.mask, str(exc)) from exc
+            raise SampleError(mask_key(sample.mask), str(exc)) from exc
         resampled = resample_mask(mapped.ids, image.placement)
         ids = pad_to_canvas(resampled, image.placement, config.ignore_index)
         return {"images": image.pixels, "masks": ids}, image.backend, mapped.unknown

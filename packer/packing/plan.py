@@ -14,8 +14,8 @@ import json
 import os
 import random
 import warnings
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
@@ -23,9 +23,10 @@ from .. import formats, storage
 from ..errors import PackError, SourceError
 from ..flags import flag, on_command_line
 from ..imaging import DEFAULT_MAX_PIXELS, Geometry
-from ..labels import ClassTable, find_class_table, mask_dtype, read_class_table
+from ..labels import IGNORED, ClassTable, find_class_table, mask_dtype, read_class_table
+from ..relabel import ClassMapping, read_class_map, relabel, relabel_ids
 from ..schema import fields_for, record_bytes
-from ..sources import Sample, SourceScan, scan
+from ..sources import AnnotationOptions, Sample, SourceScan, mask_files, mask_line, scan
 from .convert import PackConfig
 from .preflight import default_size
 from .tasks import ChunkTask, ShardTask
@@ -101,7 +102,7 @@ class PackPlan:
 
     def sources(self) -> set[str]:
         """Every source file the plan reads (images and masks), relative to the source root."""
-        return {p for s in self.scan.samples for p in (s.image, s.mask) if p is not None}
+        return {p for s in self.scan.samples for p in (s.image, *mask_files(s.mask))}
 
     def planned_bytes(self, skip: set[str] | frozenset[str] = frozenset()) -> int:
         """Bytes the shards not in `skip` will take, uncompressed (an upper bound for
@@ -187,6 +188,11 @@ def make_plan(
     unknown_colors: str = "ignore",
     max_pixels: int = DEFAULT_MAX_PIXELS,
     root: str | os.PathLike | None = None,
+    coco: str | os.PathLike | Mapping[str, str | os.PathLike] | None = None,
+    overlap: str = "ignore",
+    crowd: str = "ignore",
+    ignore_class: Iterable[str] | str = (),
+    class_map: str | os.PathLike | None = None,
     **format_options,
 ) -> PackPlan:
     """Scan the source and decide shapes, classes, shards and the output folder.
@@ -203,6 +209,8 @@ def make_plan(
             storage.backend(path)  # a clear error for remote paths no backend handles
     output_size = _given_size(size)
     out_path = storage.as_path(out).expanduser() if out is not None else default_out(src, format)
+    annotations = AnnotationOptions.given(coco, overlap, crowd)
+    mapping = _class_mapping(ignore_class, class_map)
     found = scan(
         src,
         layout=layout,
@@ -211,9 +219,12 @@ def make_plan(
         split=split,
         exclude=[out_path],
         root=root,
+        annotations=annotations,
     )
     notes = list(found.notes)
     table = _class_table(found, classes, layout, notes)
+    if mapping:
+        table = _relabelled(found, table, mapping, notes)
     if ignore_index is None:
         ignore_index = 255 if table is None or len(table) <= 255 else 65535
     if found.task == "segmentation" and not 0 <= ignore_index <= 65535:
@@ -245,6 +256,8 @@ def make_plan(
         "unknown_colors": unknown_colors,
         "max_pixels": max_pixels,
         **({"root": str(root)} if root is not None else {}),  # only when given: old packs match
+        **annotations.to_options(),
+        **({"class_mapping": mapping.to_json()} if mapping else {}),
         **fmt_options,
     }
     config = PackConfig(
@@ -317,8 +330,41 @@ def _format_options(name: str, given: dict) -> dict:
     return options
 
 
+def _class_mapping(ignore_class: Iterable[str] | str, class_map) -> ClassMapping:
+    """The user's class mapping: names to ignore and a class-map file's rows."""
+    ignore = (ignore_class,) if isinstance(ignore_class, str) else tuple(ignore_class)
+    if class_map is None:
+        return ClassMapping(ignore)
+    return ClassMapping(ignore, read_class_map(class_map), storage.as_path(class_map).name)
+
+
+def _relabelled(
+    found: SourceScan, table: ClassTable | None, mapping: ClassMapping, notes: list[str]
+) -> ClassTable:
+    """The class table after `mapping`; classification labels follow it, and samples of an
+    ignored class are left out."""
+    if table is None:
+        raise PackError(
+            f"{flag('ignore_class')} and {flag('class_map')} need class names, but {found.root} "
+            f"has no class table; name one with {flag('classes')}"
+        )
+    new = relabel(table, mapping)
+    notes.append(f"classes mapped: {len(table)} -> {len(new)} ({', '.join(new.names[:8])}...)")
+    if found.task == "classification":
+        ids = relabel_ids(table, new)
+        kept = [replace(s, label=ids[s.label]) for s in found.samples if ids[s.label] != IGNORED]
+        notes.append(f"left out {len(found.samples) - len(kept)} samples of ignored classes")
+        found.samples = kept
+        new = ClassTable(new.classes, new.source)
+    return new
+
+
 def _class_table(found: SourceScan, classes, layout: str, notes: list[str]) -> ClassTable | None:
-    """The class table: `classes`, else a file in the source root, else folder/list names."""
+    """The class table: `classes`, else the layout's own, else a file in the source root,
+    else folder/list names."""
+    if classes is None and found.table is not None:
+        notes.append(f"classes from the {found.layout} layout: {len(found.table)}")
+        return found.table
     path = storage.as_path(classes) if classes is not None else find_class_table(found.root)
     if path is not None:
         table = read_class_table(path)
@@ -355,7 +401,7 @@ def options_fingerprint(options: dict) -> str:
 
 
 def _sample_line(s: Sample) -> bytes:
-    return f"{s.split}\0{s.image}\0{s.mask}\0{s.label}\n".encode()
+    return f"{s.split}\0{s.image}\0{mask_line(s.mask)}\0{s.label}\n".encode()
 
 
 def _fingerprint(options: dict, found: SourceScan) -> str:

@@ -20,7 +20,7 @@ from ..errors import ImageError, SourceError
 from ..flags import flag, name_of
 from ..imaging.orientation import oriented_size
 from ..imaging.probe import check_complete, probe
-from ..sources import Rejection, Sample
+from ..sources import Rejection, Sample, mask_files, mask_key
 
 HEAD_BYTES = 64 << 10  # JPEG frame headers and PNG IHDRs lie well inside
 TAIL_BYTES = 4 << 10  # where the end-of-image marker / IEND chunk lies
@@ -77,14 +77,15 @@ def predict_rejections(root: Path, samples: Sequence[Sample], max_pixels: int) -
             image_size = header_size(os.path.join(root, sample.image), max_pixels)
         except ImageError as exc:
             return Rejection(sample.image, str(exc))
-        if sample.mask is None:
+        files = mask_files(sample.mask)
+        if not files:  # classification, or annotations drawn at the image's size
             return None
         try:
-            mask_size = header_size(os.path.join(root, sample.mask), max_pixels)
+            mask_size = header_size(os.path.join(root, files[0]), max_pixels)
         except ImageError as exc:
-            return Rejection(sample.mask, str(exc))
+            return Rejection(files[0], str(exc))
         reason = mask_size_mismatch(mask_size, image_size, sample.image)
-        return Rejection(sample.mask, reason) if reason else None
+        return Rejection(mask_key(sample.mask), reason) if reason else None
 
     with ThreadPoolExecutor(READ_THREADS) as pool:
         found = [r for r in pool.map(check, samples) if r is not None]

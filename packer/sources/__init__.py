@@ -9,18 +9,24 @@ from __future__ import annotations
 
 from ..errors import SourceError
 from .detect import LAYOUTS, scan
-from .model import IMAGE_EXTENSIONS, Rejection, Sample, SourceScan
+from .model import IMAGE_EXTENSIONS, AnnotationOptions, Rejection, Sample, SourceScan
+from .recipes import MaskRecipe, mask_files, mask_key, mask_line
 from .splits import SPLIT_NAMES, assign_split, parse_split_spec
 
 __all__ = [
     "IMAGE_EXTENSIONS",
     "LAYOUTS",
     "SPLIT_NAMES",
+    "AnnotationOptions",
+    "MaskRecipe",
     "Rejection",
     "Sample",
     "SourceError",
     "SourceScan",
     "assign_split",
+    "mask_files",
+    "mask_key",
+    "mask_line",
     "parse_split_spec",
     "scan",
 ]

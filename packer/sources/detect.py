@@ -1,7 +1,9 @@
 """`scan`: detect a source's layout, run it, then apply the split policy and sort the result.
 
-The layouts live beside this module (class_folders, mask_folders, lists); this one chooses
-between them, refuses to guess when two fit, and turns what they found into a `SourceScan`.
+The layouts live beside this module. Published datasets that name themselves by their files
+(COCO, Cityscapes, ADE20K) are tried first, in the registry's order; then the generic ones
+(mask folders, class folders, lists). This module chooses between them, refuses to guess
+when two fit, and turns what they found into a `SourceScan`.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 
 from ..errors import SourceError
 from ..flags import flag
+from . import ade20k, cityscapes, coco, coco_panoptic
 from .class_folders import CLASS_HELP, class_scan, refuse_twin_folders
 from .lists import list_file_note, scan_list_file
 from .mask_folders import (
@@ -25,11 +28,26 @@ from .mask_folders import (
     reject_unpaired_images,
     scan_explicit_masks,
 )
-from .model import PACK_MARKERS, Found, Rejection, Sample, Skips, SourceScan, Tree, is_image
+from .model import (
+    PACK_MARKERS,
+    AnnotationOptions,
+    Found,
+    Rejection,
+    Sample,
+    Skips,
+    SourceScan,
+    Tree,
+    is_image,
+)
 from .splits import assign_split, check_fractions
 from .walk import folder_key, is_pack, kind, locate, resolve, walk
 
-LAYOUTS = ("auto", "class-folders", "mask-folders", "list")
+# Layouts that recognise themselves by their files, tried in this order: each module has NAME,
+# detect(tree, annotations) -> why it fits or None, and scan(root, tree, annotations) -> Found.
+DATASET_LAYOUTS = {m.NAME: m for m in (coco, coco_panoptic, cityscapes, ade20k)}
+LAYOUTS = ("auto", *DATASET_LAYOUTS, "class-folders", "mask-folders", "list")
+# Folders that mark annotations a layout must read: never class folders.
+ANNOTATION_FOLDERS = ("annotations", "gtFine", "gtCoarse")
 
 
 def scan(
@@ -41,6 +59,7 @@ def scan(
     split: Mapping[str, float] | None = None,
     exclude: Iterable[str | os.PathLike] = (),
     root: str | os.PathLike | None = None,
+    annotations: AnnotationOptions | None = None,
 ) -> SourceScan:
     """Detect the layout of src (folder or .lst/.csv list); list its samples, splits, rejects.
 
@@ -48,6 +67,7 @@ def scan(
     way are not scanned; `root` is the folder a list's relative paths start from (default:
     the list's own folder).
     """
+    annotations = annotations or AnnotationOptions()
     if layout not in LAYOUTS:
         raise SourceError(f"unknown layout {layout!r}; choose one of {', '.join(LAYOUTS)}")
     try:
@@ -58,12 +78,14 @@ def scan(
     what = kind(path)
     if root is not None and what != "file":
         raise SourceError(f"{flag('root')} applies to a .lst/.csv list as SRC, not to a folder")
+    if what == "file" and annotations.coco:
+        raise SourceError(f"{flag('coco')} needs the folder of the images as SRC, not a file")
     if what == "file":
         root, found = scan_list_file(path, layout, masks, mask_suffix, root)
     elif what == "folder":
         keys = {folder_key(locate(p)) for p in exclude} - {None}
         skips = Skips(frozenset(keys))  # type: ignore[arg-type]
-        root, found = _scan_folder(resolve(path), layout, masks, mask_suffix, skips)
+        root, found = _scan_folder(resolve(path), layout, masks, mask_suffix, skips, annotations)
         found.notes.extend(skips.notes())
     else:
         raise SourceError(f"{src}: no such file or folder")
@@ -76,6 +98,7 @@ def _scan_folder(
     masks: str | os.PathLike | None,
     mask_suffix: str | None,
     skips: Skips,
+    annotations: AnnotationOptions,
 ) -> tuple[Path, Found]:
     """Scan a folder source with the layout asked for, or detect it."""
     if is_pack(root):
@@ -91,17 +114,56 @@ def _scan_folder(
         raise SourceError(
             f"{flag('masks')}/{flag('mask_suffix')} contradict {flag('layout', 'class-folders')}"
         )
+    if (layout in DATASET_LAYOUTS or annotations.coco) and (masks or mask_suffix):
+        raise SourceError(
+            f"{flag('masks')}/{flag('mask_suffix')} do not apply to a layout whose masks are "
+            "annotations (COCO, Cityscapes, ADE20K)"
+        )
     if masks is not None:
         return scan_explicit_masks(root, locate(masks), mask_suffix, skips)
     rejected: list[Rejection] = []
     tree = walk(root, [""], rejected, skips)
-    if layout == "class-folders":
+    dataset = _dataset_layout(root, tree, layout, annotations)
+    if dataset is not None:
+        found = dataset
+    elif layout == "class-folders":
         found = class_scan(tree, set())
     else:
         found = _detect(root, tree, layout, mask_suffix)
     found.rejected.extend(rejected)
     found.notes.extend(list_file_note(tree))
     return root, found
+
+
+def _dataset_layout(
+    root: Path, tree: Tree, layout: str, annotations: AnnotationOptions
+) -> Found | None:
+    """The scan of the dataset layout asked for or recognised first; None when none fits."""
+    if annotations.coco and layout not in ("auto", coco.NAME):
+        raise SourceError(f"{flag('coco')} applies to {flag('layout', coco.NAME)} only")
+    names = [layout] if layout in DATASET_LAYOUTS else list(DATASET_LAYOUTS) * (layout == "auto")
+    for name in names:
+        module = DATASET_LAYOUTS[name]
+        why = module.detect(tree, annotations)
+        if why is None and name != layout:
+            continue
+        found = module.scan(root, tree, annotations)
+        found.why = why or f"{flag('layout', name)} as asked"
+        return found
+    return None
+
+
+def _refuse_unread_annotations(root: Path, tree: Tree) -> None:
+    """Annotation folders that no layout recognised: say so rather than pack them as classes."""
+    held = [d for d in ANNOTATION_FOLDERS if d in tree[""].dirs]
+    if held:
+        raise SourceError(
+            f"{root} holds {', '.join(f'{d}/' for d in held)} but matches no annotation layout "
+            f"(COCO: annotations/instances_<split>.json beside <split>/ image folders; "
+            f"Cityscapes: leftImg8bit/ + gtFine/; ADE20K: images/ + annotations/); pass "
+            f"{flag('layout')} or {flag('coco')}, or {flag('layout', 'class-folders')} if "
+            "these really are classes"
+        )
 
 
 def _detect(root: Path, tree: Tree, layout: str, mask_suffix: str | None) -> Found:
@@ -125,6 +187,8 @@ def _detect(root: Path, tree: Tree, layout: str, mask_suffix: str | None) -> Fou
             f"no image/mask folder pairs found in {root} (looked for {PAIR_HELP}); "
             f"pass {flag('masks')} to name the mask folder"
         )
+    if layout == "auto":
+        _refuse_unread_annotations(root, tree)
     found = class_scan(tree, set())
     refuse_twin_folders(tree, found)
     if not found.items:
@@ -200,6 +264,8 @@ def _finish(root: Path, found: Found, fractions: dict[str, float] | None) -> Sou
         rejected,
         split_source,
         found.notes,
+        found.table,
+        found.why,
     )
 
 

@@ -6,20 +6,28 @@ module reads and fills (`Folder`, `Tree`, `Item`, `Found`), with the name helper
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from ..errors import SourceError
+from ..flags import flag
+from ..labels import ClassTable
+from .recipes import MaskRecipe
 
 IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff"})
 
 
 @dataclass(frozen=True, slots=True)
 class Sample:
-    """One input to pack: an image and its mask (segmentation) or class index (classification)."""
+    """One input to pack: an image and its mask (segmentation) or class index (classification).
+
+    The mask is a file's path, or a recipe (annotations in a JSON) the converter draws."""
 
     image: str
     split: str
-    mask: str | None = None
+    mask: str | MaskRecipe | None = None
     label: int | None = None
 
 
@@ -43,6 +51,8 @@ class SourceScan:
     rejected: list[Rejection]
     split_source: str
     notes: list[str]
+    table: ClassTable | None = None  # the layout's own classes (COCO categories, Cityscapes)
+    why: str = ""  # how the layout was recognised, for a dry run
 
 
 @dataclass
@@ -75,7 +85,7 @@ class Skips:
 
 # (image, split, mask, label) before the split policy, split "" meaning "not in a split
 # folder"; plain tuples keep a million samples cheap until the scan builds the Samples.
-Item = tuple[str, str, str | None, int | None]
+Item = tuple[str, str, str | MaskRecipe | None, int | None]
 
 
 @dataclass
@@ -91,6 +101,8 @@ class Found:
     notes: list[str] = field(default_factory=list)
     split_origin: str = "split folders"
     class_dirs: list[list[str]] = field(default_factory=list)  # per split, sibling class folders
+    table: ClassTable | None = None  # the layout's own classes, when it names them
+    why: str = ""  # how the layout was recognised, for a dry run
 
 
 def folders(
@@ -133,3 +145,53 @@ def is_image(name: str) -> bool:
 def not_image(rel: str, name: str) -> Rejection:
     """The rejection of a non-image file found where images belong."""
     return Rejection(rel, f"not an image file type ({ext(name) or 'no extension'})")
+
+
+OVERLAPS = ("ignore", "last")  # pixels of two or more instances: the ignore index, or the later
+CROWDS = ("ignore", "class")  # crowd regions: the ignore index, or their category's class
+
+
+@dataclass(frozen=True)
+class AnnotationOptions:
+    """How layouts that describe masks as annotations draw them (COCO), and JSON files named
+    for them: (split, path) pairs, split "" meaning "from the file name"."""
+
+    coco: tuple[tuple[str, str], ...] = ()
+    overlap: str = "ignore"
+    crowd: str = "ignore"
+
+    @classmethod
+    def given(cls, coco, overlap: str = "ignore", crowd: str = "ignore") -> AnnotationOptions:
+        """From pack's arguments: `coco` one path, or split -> path; choices checked."""
+        for name, value, choices in (("overlap", overlap, OVERLAPS), ("crowd", crowd, CROWDS)):
+            if value not in choices:
+                raise SourceError(f"{flag(name, value)}: choose one of {', '.join(choices)}")
+        if coco is None:
+            files: tuple[tuple[str, str], ...] = ()
+        elif isinstance(coco, Mapping):
+            files = tuple((str(k), str(v)) for k, v in coco.items())
+        elif isinstance(coco, (str, os.PathLike)):
+            files = (("", str(coco)),)
+        else:
+            files = tuple(_split_and_path(str(c)) for c in coco)
+        return cls(files, overlap, crowd)
+
+    def to_options(self) -> dict:
+        """What the pack's options record: only what differs from the defaults (so packs made
+        before these options existed keep their fingerprints)."""
+        found: dict = {}
+        if self.coco:
+            found["coco"] = [list(pair) for pair in self.coco]
+        if self.overlap != "ignore":
+            found["overlap"] = self.overlap
+        if self.crowd != "ignore":
+            found["crowd"] = self.crowd
+        return found
+
+
+def _split_and_path(text: str) -> tuple[str, str]:
+    """`train=a.json` -> ("train", "a.json"); `a.json` -> ("", "a.json")."""
+    split, sep, path = text.partition("=")
+    if sep and split and "/" not in split and not split.endswith(".json"):
+        return split, path
+    return "", text
