@@ -13,6 +13,7 @@ from .sources import Rejection, mask_files
 
 _SHOWN = 10
 _CLASSES_SHOWN = 40
+_VALUES_SHOWN = 12
 
 
 def human_bytes(n: float) -> str:
@@ -179,6 +180,7 @@ def summary(data: dict) -> dict:
             for name, s in data["splits"].items()
         },
         "options": data["options"],
+        "class_mapping": data.get("class_mapping"),
         "stats": data["stats"],
         "source": data["source"],
         "rejected": len(data["rejected"]),
@@ -202,6 +204,7 @@ def info(dataset: PackedDataset) -> str:
             f"{human_bytes(size)}"
         )
     lines += _class_lines(data)
+    lines += _mapping_lines(data)
     stats = data["stats"]
     lines.append(
         "mean/std: "
@@ -223,6 +226,27 @@ def info(dataset: PackedDataset) -> str:
     if len(unknown) > _SHOWN:
         lines.append(f"  ... and {len(unknown) - _SHOWN} more (info --json lists them all)")
     return "\n".join(lines)
+
+
+def _mapping_lines(data: dict) -> list[str]:
+    """The class mapping the pack applied: what the user asked (ignored classes, class-map
+    rows) and where each mask value went when values are not class ids."""
+    lines = []
+    asked = data["options"].get("class_mapping")
+    if asked:
+        parts = [f"ignored {', '.join(asked['ignore'])}"] if asked["ignore"] else []
+        parts += [f"{source} -> {target}" for source, target in asked["map"][:_SHOWN]]
+        if len(asked["map"]) > _SHOWN:
+            parts.append(f"... {len(asked['map']) - _SHOWN} more rows")
+        where = f" (from {asked['file']})" if asked["file"] else ""
+        lines.append(f"mapping:  {'; '.join(parts)}{where}")
+    values = (data.get("class_mapping") or {}).get("values")
+    if values:
+        names = {c["index"]: c["name"] for c in data["classes"]}
+        shown = [f"{v} {names.get(i, 'ignore')}" for v, i in list(values.items())[:_VALUES_SHOWN]]
+        more = f", ... ({len(values)} values)" if len(values) > _VALUES_SHOWN else ""
+        lines.append(f"values:   mask value -> class: {', '.join(shown)}{more}")
+    return lines
 
 
 def _class_lines(data: dict) -> list[str]:

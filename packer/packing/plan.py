@@ -15,18 +15,18 @@ import os
 import random
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
 from .. import formats, storage
-from ..errors import PackError, SourceError
+from ..errors import PackError
 from ..flags import flag, on_command_line
 from ..imaging import DEFAULT_MAX_PIXELS, Geometry
-from ..labels import IGNORED, ClassTable, find_class_table, mask_dtype, read_class_table
-from ..relabel import ClassMapping, read_class_map, relabel, relabel_ids
+from ..labels import ClassTable, mask_dtype
 from ..schema import fields_for, record_bytes
 from ..sources import AnnotationOptions, Sample, SourceScan, mask_files, mask_line, scan
+from .classes import class_mapping, class_table, relabelled
 from .convert import PackConfig
 from .preflight import default_size
 from .tasks import ChunkTask, ShardTask
@@ -210,7 +210,7 @@ def make_plan(
     output_size = _given_size(size)
     out_path = storage.as_path(out).expanduser() if out is not None else default_out(src, format)
     annotations = AnnotationOptions.given(coco, overlap, crowd)
-    mapping = _class_mapping(ignore_class, class_map)
+    mapping = class_mapping(ignore_class, class_map)
     found = scan(
         src,
         layout=layout,
@@ -222,9 +222,9 @@ def make_plan(
         annotations=annotations,
     )
     notes = list(found.notes)
-    table = _class_table(found, classes, layout, notes)
+    table = class_table(found, classes, layout, notes)
     if mapping:
-        table = _relabelled(found, table, mapping, notes)
+        table = relabelled(found, table, mapping, notes)
     if ignore_index is None:
         ignore_index = 255 if table is None or len(table) <= 255 else 65535
     if found.task == "segmentation" and not 0 <= ignore_index <= 65535:
@@ -328,68 +328,6 @@ def _format_options(name: str, given: dict) -> dict:
     except ValueError as exc:
         raise PackError(f"{flag('format', name)}: {exc}") from None
     return options
-
-
-def _class_mapping(ignore_class: Iterable[str] | str, class_map) -> ClassMapping:
-    """The user's class mapping: names to ignore and a class-map file's rows."""
-    ignore = (ignore_class,) if isinstance(ignore_class, str) else tuple(ignore_class)
-    if class_map is None:
-        return ClassMapping(ignore)
-    return ClassMapping(ignore, read_class_map(class_map), storage.as_path(class_map).name)
-
-
-def _relabelled(
-    found: SourceScan, table: ClassTable | None, mapping: ClassMapping, notes: list[str]
-) -> ClassTable:
-    """The class table after `mapping`; classification labels follow it, and samples of an
-    ignored class are left out."""
-    if table is None:
-        raise PackError(
-            f"{flag('ignore_class')} and {flag('class_map')} need class names, but {found.root} "
-            f"has no class table; name one with {flag('classes')}"
-        )
-    new = relabel(table, mapping)
-    notes.append(f"classes mapped: {len(table)} -> {len(new)} ({', '.join(new.names[:8])}...)")
-    if found.task == "classification":
-        ids = relabel_ids(table, new)
-        kept = [replace(s, label=ids[s.label]) for s in found.samples if ids[s.label] != IGNORED]
-        notes.append(f"left out {len(found.samples) - len(kept)} samples of ignored classes")
-        found.samples = kept
-        new = ClassTable(new.classes, new.source)
-    return new
-
-
-def _class_table(found: SourceScan, classes, layout: str, notes: list[str]) -> ClassTable | None:
-    """The class table: `classes`, else the layout's own, else a file in the source root,
-    else folder/list names."""
-    if classes is None and found.table is not None:
-        notes.append(f"classes from the {found.layout} layout: {len(found.table)}")
-        return found.table
-    path = storage.as_path(classes) if classes is not None else find_class_table(found.root)
-    if path is not None:
-        table = read_class_table(path)
-        notes.append(f"classes from {path.name}: {len(table)}")
-        if found.class_names is not None and len(table) < len(found.class_names):
-            raise PackError(
-                f"{path} lists {len(table)} classes, the source has "
-                f"{len(found.class_names)}: {', '.join(found.class_names)}"
-            )
-        if found.task == "classification" and table.has_colors and layout == "auto":
-            raise SourceError(
-                f"{path.name} is a colour table for segmentation masks, but {found.root} has "
-                f"no image/mask folder pairs, only class folders "
-                f"({', '.join(found.class_names or [])}): if those hold masks, their images "
-                f"are missing. To pack them as classes anyway, pass "
-                f"{flag('layout', 'class-folders')}"
-            )
-        return table
-    if found.class_names is not None:
-        return ClassTable.from_names(
-            list(found.class_names),
-            "folder names" if found.layout == "class-folders" else "list labels",
-        )
-    notes.append("no class table found: masks are read as class indices, classes are counted")
-    return None
 
 
 def options_fingerprint(options: dict) -> str:
