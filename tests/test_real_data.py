@@ -38,6 +38,18 @@ def test_camvid_index_masks_and_crop(camvid):
     assert batch["masks"].max() <= 11
 
 
+def test_camvid_unlabelled_ignored_by_name(camvid, tmp_path):
+    """--ignore-class Unlabelled: 11 classes, class 11's pixels become the ignore index, and
+    every other pixel is the packed pack's own (the same crop, no second pass)."""
+    src, plain = camvid
+    ds = packer.pack(src, out=tmp_path / "p", size=(480, 352), ignore_class="Unlabelled")
+    assert [c["name"] for c in ds.classes] == [c["name"] for c in plain.classes[:11]]
+    before = plain["val"].reader.read(np.arange(plain["val"].count))["masks"]
+    after = ds["val"].reader.read(np.arange(ds["val"].count))["masks"]
+    assert (before == 11).any()
+    np.testing.assert_array_equal(after, np.where(before == 11, 255, before))
+
+
 def test_aerial_colour_and_palette_masks(tmp_path):
     src = shared_dataset("aerial_dubai")
     ds = packer.pack(src, out=tmp_path / "p", size=(256, 256), resize="none")
