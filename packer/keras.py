@@ -41,10 +41,12 @@ class PackedSequence(keras.utils.PyDataset):
     local shard cache in `cache_dir` (default: the user's cache folder). Other keyword
     arguments go to Keras' PyDataset.
 
-    `state_dict(batches=k)` after k batches of the current pass, and `load_state_dict(state)`
-    on a fresh sequence with the same options, resume exactly: its pass then holds the batches
-    the uninterrupted run had left in that epoch (`len` shrinks to match), the next
-    `on_epoch_end` starts the next epoch whole.
+    `state_dict(batches=k)` after k batches of the current pass names a place in the epoch's
+    global order; `load_state_dict(state)` on a fresh sequence (any world size, batch size or
+    workers; a state of any packer reader of this split with this shuffle mode) resumes
+    exactly: its pass then holds the samples that epoch had left (`len` shrinks to match), the
+    next `on_epoch_end` starts the next epoch whole. `BackupAndRestore` does this inside
+    `model.fit`.
     """
 
     def __init__(
@@ -98,14 +100,14 @@ class PackedSequence(keras.utils.PyDataset):
         )
 
     def __len__(self) -> int:
-        return len(self.loader) - self.loader.start
+        return len(self.loader)
 
     def __getitem__(self, index: int) -> tuple[np.ndarray, np.ndarray]:
         if not 0 <= index < len(self):
             raise IndexError(f"batch {index} out of range ({len(self)} batches)")
         if self.pipeline_workers:
             return self._started_pipeline()[index]
-        return self.loader.pass_batch(index)
+        return self.loader.batch(index)
 
     def __getstate__(self) -> dict:
         state = {**self.__dict__, "_pipeline": None}  # workers stay with their parent
@@ -131,7 +133,7 @@ class PackedSequence(keras.utils.PyDataset):
         with self._starting:
             if self._pipeline is None:
                 self._pipeline = Pipeline(
-                    self.loader.pass_batch, len(self), self.pipeline_workers, self.max_ahead
+                    self.loader.batch, len(self), self.pipeline_workers, self.max_ahead
                 )
             return self._pipeline
 
@@ -147,7 +149,7 @@ class PackedSequence(keras.utils.PyDataset):
         loop knows how many it consumed; Keras workers read ahead). JSON-ready."""
         return self.loader.state_dict(batches)
 
-    def load_state_dict(self, state: dict) -> None:
-        """Resume from `state` (saved with the same options; its seed is taken)."""
+    def load_state_dict(self, state: dict | list[dict]) -> None:
+        """Resume from `state` (or every rank's, which must agree); its seed is taken."""
         self.loader.load_state_dict(state)
         self._tell_workers("load_state_dict", state)

@@ -28,9 +28,9 @@ streamed pipeline is tf.data's own: checkpoint its iterator with `tf.train.Check
 
 from __future__ import annotations
 
-import itertools
 import os
 import secrets
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -41,6 +41,7 @@ from .augment import Augment, tf_exec
 from .formats import tfrecord
 from .reading.dataset import Split, open_dataset
 from .reading.loader import Loader
+from .reading.position import Pass
 from .reading.transforms import BatchTransform
 from .schema import Field
 
@@ -90,7 +91,7 @@ def dataset(
     rank: int | None = None,
     world_size: int | None = None,
     uneven: str | None = None,
-    start: int | dict | None = None,
+    start: int | dict | list[dict] | None = None,
     augment: Augment | None = None,
     cache_dir: str | os.PathLike | None = None,
 ) -> tf.data.Dataset:
@@ -150,8 +151,8 @@ def dataset(
         pipeline,
         uneven,
     )
-    batches, decode = (
-        _records(part, order) if stream else _indices(path, split, order, start, cache_dir)
+    batches, decode, position = (
+        (*_records(part, order), None) if stream else _indices(path, split, order, start, cache_dir)
     )
     transform = BatchTransform(part.dataset.manifest, normalize, one_hot)
     batches = batches.map(
@@ -159,7 +160,10 @@ def dataset(
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=order.deterministic,
     )
-    return batches.prefetch(tf.data.AUTOTUNE)
+    batches = batches.prefetch(tf.data.AUTOTUNE)
+    if position is not None and not repeat:  # what packer.keras.BackupAndRestore moves
+        batches.packer_position = position
+    return batches
 
 
 def _records(part: Split, order: _Order) -> tuple[tf.data.Dataset, Decoder]:
@@ -214,8 +218,8 @@ def _pipeline_counts(shards: list[dict], pipelines: int, by_file: bool) -> list[
 
 
 def _indices(
-    path, split: str, order: _Order, start: int | dict | None, cache_dir=None
-) -> tuple[tf.data.Dataset, Decoder]:
+    path, split: str, order: _Order, start: int | dict | list | None, cache_dir=None
+) -> tuple[tf.data.Dataset, Decoder, Passes]:
     """(epoch, batch) numbers, and a decoder reading each batch through a `reading.Loader`.
 
     A seeded Loader draws each epoch's order, so the same seed gives the same batches as
@@ -238,35 +242,34 @@ def _indices(
     _resume(loader, start, order.seed)
     fields = loader.dataset.fields
     loader.split.reader  # noqa: B018 - opened here, once, rather than by concurrent calls
-    batches_per_epoch = len(loader)
-    first = loader.epoch * batches_per_epoch + loader.start
-    if order.repeat:  # step g is batch g % n of epoch g // n, endlessly
-        batches = tf.data.Dataset.counter(first).map(
-            lambda g: tf.stack([g // batches_per_epoch, g % batches_per_epoch])
+    passes = Passes(loader)
+    whole = loader.sampler.batches(Pass(0))  # batches of a whole epoch
+    if order.repeat:  # stateless, so tf.train.Checkpoint can save an iterator's place
+        epoch, resumed = loader.epoch, len(loader)
+        batches = tf.data.Dataset.counter((epoch + 1) * whole).map(
+            lambda g: tf.stack([g // whole, g % whole])
+        )
+        first = tf.data.Dataset.range(resumed).map(lambda i: tf.stack([epoch, i]))
+        batches = first.concatenate(batches).apply(
+            tf.data.experimental.assert_cardinality(tf.data.INFINITE_CARDINALITY)
         )
     else:  # each pass over the dataset (a Keras epoch) takes the next epoch
-        passes = itertools.chain(
-            [(loader.epoch, loader.start)], ((e, 0) for e in itertools.count(loader.epoch + 1))
-        )
 
         def next_pass() -> np.ndarray:
-            return np.array(next(passes), np.int64)
+            return np.array(passes.take(), np.int64)
 
-        epoch = tf.data.Dataset.from_tensors(np.int64(0)).map(
-            lambda _: tf.ensure_shape(tf.numpy_function(next_pass, [], tf.int64), [2])
+        batches = (
+            tf.data.Dataset.from_tensors(np.int64(0))
+            .map(lambda _: tf.ensure_shape(tf.numpy_function(next_pass, [], tf.int64), [2]))
+            .flat_map(lambda p: tf.data.Dataset.range(p[1]).map(lambda i: tf.stack([p[0], i])))
         )
-        batches = epoch.flat_map(
-            lambda p: tf.data.Dataset.range(p[1], batches_per_epoch).map(
-                lambda i: tf.stack([p[0], i])
-            )
-        )
-        if not loader.start:  # a resumed first pass is shorter than the others
-            batches = batches.apply(tf.data.experimental.assert_cardinality(batches_per_epoch))
+        if len(loader) == whole:  # a known length (Keras shows progress and steps)
+            batches = batches.apply(tf.data.experimental.assert_cardinality(whole))
 
     def read(pair: np.ndarray) -> list[np.ndarray]:
         epoch, index = int(pair[0]), int(pair[1])
         arrays = loader.read(index, epoch=epoch)  # ascending index order
-        indices = np.sort(loader.sampler.batch(epoch, index))
+        indices = np.sort(loader.indices(index, epoch))
         return [*(arrays[f.name] for f in fields), indices]
 
     def decode(pair: tf.Tensor) -> dict[str, tf.Tensor]:
@@ -279,7 +282,7 @@ def _indices(
         }
         return out | {"indices": tf.ensure_shape(indices, [rows])}
 
-    return batches, decode
+    return batches, decode, passes
 
 
 def _augmented(augment: Augment | None, arrays: dict, pair: tf.Tensor) -> dict:
@@ -294,16 +297,49 @@ def _augmented(augment: Augment | None, arrays: dict, pair: tf.Tensor) -> dict:
     return {**arrays, "images": images} | ({} if masks is None else {"masks": masks})
 
 
-def _resume(loader: Loader, start: int | dict | None, seed: int | None) -> None:
+class Passes:
+    """The passes a random-access dataset reads, one per iteration over it (a Keras epoch):
+    first the loader's current one (a resumed pass, maybe), then whole epochs. `state_dict` /
+    `load_state_dict` save and move the position between iterations (BackupAndRestore does,
+    inside `model.fit`)."""
+
+    def __init__(self, loader: Loader) -> None:
+        self.loader = loader
+        self._lock = threading.Lock()
+        self._next = loader.epoch
+        self._current = loader.epoch
+
+    def take(self) -> tuple[int, int]:
+        """(epoch, batches) of the next pass."""
+        with self._lock:
+            epoch, self._current = self._next, self._next
+            self._next += 1
+        return epoch, self.loader.sampler.batches(self.loader.pass_of(epoch))
+
+    def state_dict(self, batches: int = 0) -> dict:
+        """The position after `batches` batches of the pass being read (JSON-ready)."""
+        with self._lock:
+            p = self.loader.pass_of(self._current)
+        return self.loader.sampler.state_dict(p, batches)
+
+    def load_state_dict(self, state: dict | list[dict]) -> None:
+        """Make the next pass continue `state` (before the next iteration starts)."""
+        with self._lock:
+            self.loader.load_state_dict(state)
+            self._next = self._current = self.loader.epoch
+
+
+def _resume(loader: Loader, start: int | dict | list | None, seed: int | None) -> None:
     """Put `loader` at `start`: batches done since epoch 0, or a reader state dict."""
-    if isinstance(start, dict):
+    if isinstance(start, dict | list):
         loader.load_state_dict(start)
     elif start:
         if seed is None:
             raise ValueError("start= needs the seed the interrupted dataset had (seed=...)")
         if start < 0 or not len(loader):
             raise ValueError(f"start must be a batch count >= 0, got {start}")
-        loader.epoch, loader.start = divmod(int(start), len(loader))
+        epoch, batches = divmod(int(start), len(loader))
+        loader.load_state_dict(loader.sampler.state_dict(Pass(epoch), batches))
 
 
 def _tf_dtype(field: Field) -> tf.DType:

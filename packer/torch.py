@@ -11,12 +11,13 @@
 
 Items are whole batches: the DataLoader gets `batch_size=None` (a PackedDataset refuses
 another), no `shuffle`, sampler or DistributedSampler: the dataset orders and shards itself.
-A fresh dataset given `load_state_dict(checkpoint["data"])` yields exactly the batches the
-interrupted run had left, with any number of workers; torchdata's StatefulDataLoader saves
-and restores the same position itself. Both datasets pickle without open files (each worker
-opens the shards) and share their position (epoch, first batch of the pass) with the workers
-through a tiny shared-memory tensor, so `set_epoch` and `load_state_dict` reach persistent
-workers too. Workers hand batches over in reusable shared-memory slots (`reading.handoff`).
+A fresh dataset given `load_state_dict(checkpoint["data"])` yields exactly the samples the
+interrupted run had left, with any number of workers, ranks or batch size (a state names a
+place in the epoch's global order); torchdata's StatefulDataLoader saves and restores the
+same position itself. Both datasets pickle without open files (each worker opens the shards)
+and share their position (the current pass) with the workers through a tiny shared-memory
+tensor, so `set_epoch` and `load_state_dict` reach persistent workers too. Workers hand
+batches over in reusable shared-memory slots (`reading.handoff`).
 """
 
 from __future__ import annotations
@@ -31,11 +32,24 @@ from torch.utils.data import Dataset, IterableDataset, get_worker_info
 from .augment import device_batch
 from .reading import handoff
 from .reading.loader import Loader
+from .reading.position import ENCODED_LENGTH, Pass
 
 if TYPE_CHECKING:
     from .augment import Augment
 
 LAYOUTS = ("NHWC", "NCHW")
+TARGET_DTYPES = ("uint8", "int16", "int32", "int64", "float16", "float32")
+
+
+def _target_dtype(name: str | torch.dtype | None, one_hot: bool) -> np.dtype:
+    """`target_dtype` as a NumPy dtype: by default int64 class ids (what torch's losses take)
+    or float32 one-hot; "uint8" keeps the stored bytes (8x fewer than int64)."""
+    if name is None:
+        return np.dtype(np.float32 if one_hot else np.int64)
+    text = str(name).removeprefix("torch.")
+    if text not in TARGET_DTYPES:
+        raise ValueError(f"target_dtype must be one of {', '.join(TARGET_DTYPES)}, not {name!r}")
+    return np.dtype(text)
 
 
 def _distributed(rank: int | None, world_size: int | None) -> tuple[int, int]:
@@ -72,6 +86,7 @@ class _Packed:
         shuffle_window: int | None = None,
         cache_dir: str | os.PathLike | None = None,
         augment_device: str | torch.device | None = None,
+        target_dtype: str | torch.dtype | None = None,
     ) -> None:
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}, not {layout!r}")
@@ -84,8 +99,10 @@ class _Packed:
             shuffle_window, rank, world_size, uneven, augment, cache_dir=cache_dir,
         )  # fmt: skip
         self.layout = layout
+        self._target_dtype = _target_dtype(target_dtype, one_hot)
         self._finish = None if augment_device is None else self._device_finish(augment_device)
-        self._position = torch.zeros(2, dtype=torch.int64).share_memory_()  # epoch, start
+        self._position = torch.zeros(ENCODED_LENGTH, dtype=torch.int64).share_memory_()
+        self._publish()
         self._sender: handoff.Sender | None = None  # in a DataLoader worker
 
     def __getstate__(self) -> dict:
@@ -96,22 +113,29 @@ class _Packed:
         resumed position). Call it before each epoch, as with DistributedSampler."""
         self._sync()
         self.loader.set_epoch(epoch)
-        self._position[:] = torch.tensor([self.loader.epoch, self.loader.start])
+        self._publish()
 
     def state_dict(self, batches: int | None = None) -> dict:
         """The reading position after `batches` batches of the current pass (JSON-ready)."""
         self._sync()
         return self.loader.state_dict(batches or 0)
 
-    def load_state_dict(self, state: dict) -> None:
-        """Resume from `state` (same options; its seed is taken). Call before iterating."""
+    def load_state_dict(self, state: dict | list[dict]) -> None:
+        """Resume from `state` (of any packer reader of this split, any layout; a list: every
+        rank's, which must agree); its seed is taken. Call before iterating."""
         self.loader.load_state_dict(state)
-        self._position[:] = torch.tensor([self.loader.epoch, self.loader.start])
+        self._publish()
+
+    def _publish(self) -> None:
+        """Put the loader's pass where the workers read it."""
+        self._position[:] = torch.tensor(self.loader.pass_.encode())
 
     def _sync(self) -> int:
-        """Take the shared position; returns the batches left in the pass."""
-        self.loader.epoch, self.loader.start = self._position.tolist()
-        return len(self.loader) - self.loader.start
+        """Take the shared position; returns the batches of the pass."""
+        shared = Pass.decode(self._position.tolist())
+        if shared != self.loader.pass_:
+            self.loader.pass_ = shared
+        return len(self.loader)
 
     def _device_finish(self, augment_device: str | torch.device) -> device_batch.DeviceFinish:
         transform = self.loader.transform
@@ -122,6 +146,7 @@ class _Packed:
             transform.one_hot is not None,
             transform.target == "masks",
             self.layout,
+            torch.from_numpy(np.empty(0, self._target_dtype)).dtype,
         )
 
     def _batch(self, index: int) -> tuple[torch.Tensor, torch.Tensor] | _Handed:
@@ -143,7 +168,7 @@ class _Packed:
             if slot is None:  # every slot still held by the consumer: the ordinary way
                 return _tensors([images, targets.astype(self._target_dtype)], self.layout)
             np.copyto(slot.arrays[0], images)
-            np.copyto(slot.arrays[1], targets)
+            np.copyto(slot.arrays[1], targets, casting="unsafe")
         return _Handed(self._sender.parcel(slot), slot.arrays, self.layout)
 
     def _raw_batch(self, index: int) -> device_batch.DeviceBatch | _Handed:
@@ -184,13 +209,8 @@ class _Packed:
                 out[transform.target] = slot.arrays[1]
             arrays = loader.read(index, out=out)
             if not raw_targets:
-                np.copyto(slot.arrays[1], transform(arrays)[1])
+                np.copyto(slot.arrays[1], transform(arrays)[1], casting="unsafe")
         return slot
-
-    @property
-    def _target_dtype(self) -> type:
-        """float32 one-hot, else int64 class ids (what torch's losses take)."""
-        return np.float32 if self.loader.transform.one_hot is not None else np.int64
 
 
 def _tensors(arrays: list[np.ndarray], layout: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -229,7 +249,9 @@ class PackedDataset(_Packed, Dataset):
     """Item `i` is batch `i` of the current epoch: `(images, targets)` tensors.
 
     Images uint8 `[B,H,W,3]` (`layout="NCHW"`: `[B,3,H,W]`, a channels_last view), float32
-    with `normalize`; targets int64 `[B]` or `[B,H,W]`, float32 one-hot with `one_hot=True`.
+    with `normalize`; targets int64 `[B]` or `[B,H,W]`, float32 one-hot with `one_hot=True`,
+    or `target_dtype` ("uint8" keeps the stored bytes; with `augment_device` the conversion
+    happens on the device, after the copy).
     Use `DataLoader(ds, batch_size=None, num_workers=N, pin_memory=True,
     persistent_workers=True)`, without `shuffle` or a sampler (the order is the dataset's,
     seeded). `rank`/`world_size` (default: torch.distributed's) give each rank a disjoint
@@ -246,7 +268,7 @@ class PackedDataset(_Packed, Dataset):
     def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
         if not 0 <= index < self._sync():
             raise IndexError(f"batch {index} out of range ({self._sync()} batches)")
-        return self._batch(self.loader.start + index)
+        return self._batch(index)
 
     def __getitems__(self, indices: list[int]) -> None:
         """Called only when the DataLoader batches items itself: refuse, say what to do."""
@@ -279,7 +301,7 @@ class PackedIterable(_Packed, IterableDataset):
         self._sync()
         info = get_worker_info()
         worker, workers = (info.id, info.num_workers) if info else (0, 1)
-        first, stride = self._resume or (self.loader.start + worker, workers)
+        first, stride = self._resume or (worker, workers)
         self._resume = None
         try:
             for index in range(first, len(self.loader), stride):

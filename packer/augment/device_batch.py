@@ -44,6 +44,7 @@ class DeviceFinish:
     one_hot: bool
     segmentation: bool
     layout: str
+    target_dtype: torch.dtype = torch.int64  # class ids; one-hot rows too when it is a float
 
     def __call__(
         self, images: torch.Tensor, targets: torch.Tensor, params: AugmentParams
@@ -61,9 +62,9 @@ class DeviceFinish:
             ids = targets.long()
             valid = (ids < self.num_classes).unsqueeze(-1)
             hot = torch.nn.functional.one_hot(ids.clamp(max=self.num_classes - 1), self.num_classes)
-            targets = hot.float() * valid
-        else:
-            targets = targets.long()
+            targets = (hot * valid).to(self.target_dtype)
+        else:  # converted here, after the copy: a uint8 mask crosses at an eighth of int64's size
+            targets = targets.to(self.target_dtype)
         return (images.permute(0, 3, 1, 2) if self.layout == "NCHW" else images), targets
 
     def _normalised(self, images: torch.Tensor) -> torch.Tensor:

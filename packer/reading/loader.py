@@ -4,8 +4,9 @@ A `Loader` joins a `Sampler` (which samples, per epoch and batch), the split's `
 (the bytes, into pooled or caller-supplied arrays) and a `BatchTransform` (normalisation,
 one-hot, and an optional `packer.Augment` before them). The framework adapters (Keras, tf.data,
 PyTorch) are thin layers over it. It pickles without its open files, so every worker process
-opens the shards itself. Its reading position is (epoch, first batch of the current pass):
-`state_dict` / `load_state_dict` save and restore it exactly.
+opens the shards itself. Its reading position is the current pass (`position.Pass`: an epoch,
+or the part of one a resumed reader has left): `state_dict` / `load_state_dict` save it as a
+place in the epoch's global order and restore it exactly, in any layout.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import numpy as np
 
 from ..schema import record_bytes
 from .dataset import PackedDataset, Split
+from .position import Pass, agreed
 from .sampler import SHUFFLE_MODES, Sampler, larger_than_ram, window_length
 from .transforms import BatchTransform
 
@@ -37,7 +39,8 @@ class Loader:
     local shard cache in `cache_dir` (default: the user's cache folder) of at most
     `cache_bytes` (see storage.cache).
 
-    A pass over an epoch starts at batch `start`: 0, or where `load_state_dict` resumed.
+    Batches are numbered within the current pass: the whole epoch, or after `load_state_dict`
+    what the saved position left of it (`len` is the pass's batches).
     """
 
     def __init__(
@@ -65,8 +68,7 @@ class Loader:
         self.path = os.fspath(path)
         self.cache = (cache_dir, cache_bytes)  # where a remote pack's shards are cached
         self.split_name = split
-        self.epoch = 0
-        self.start = 0
+        self.pass_ = Pass(0)
         self.augment = augment
         self._split: Split | None = None
         dataset = self.split.dataset
@@ -85,7 +87,7 @@ class Loader:
             uneven,
         )
         self.transform = BatchTransform(dataset.manifest, normalize, one_hot)
-        self._prefetched: set[tuple[int, int]] = set()
+        self._prefetched: set[tuple[Pass, int]] = set()
 
     @property
     def split(self) -> Split:
@@ -113,59 +115,66 @@ class Loader:
         return state
 
     def __len__(self) -> int:
-        """Batches per epoch."""
-        return len(self.sampler)
+        """Batches of the current pass."""
+        return self.sampler.batches(self.pass_)
+
+    @property
+    def epoch(self) -> int:
+        return self.pass_.epoch
 
     def set_epoch(self, epoch: int) -> None:
         """Use epoch `epoch`'s order from its first batch on (the same seed gives the same
         orders); the current epoch again keeps the position (a resumed pass stays resumed)."""
         if epoch != self.epoch:
-            self.epoch, self.start = epoch, 0
+            self.pass_ = Pass(epoch)
             self._prefetched.clear()
 
     def state_dict(self, batches: int = 0) -> dict:
         """The position after `batches` more batches of the current pass (JSON-ready)."""
-        return self.sampler.state_dict(self.epoch, self.start + batches)
+        return self.sampler.state_dict(self.pass_, batches)
 
-    def load_state_dict(self, state: dict) -> None:
-        """Continue where `state` (from `state_dict`, same options) left off: its epoch, from
-        the batch after the last one done. The seed comes from the state."""
-        self.epoch, self.start = self.sampler.load_state_dict(state)
+    def load_state_dict(self, state: dict | list[dict]) -> None:
+        """Continue where `state` left off, in this loader's own layout: the samples of its
+        epoch not yet consumed, then whole epochs. `state` comes from any reader of this split
+        with the same shuffle mode (a list: every rank's, which must agree). The seed comes
+        from the state."""
+        state = agreed(state) if isinstance(state, list) else state
+        self.pass_ = self.sampler.load_state_dict(state)
         self._prefetched.clear()
 
+    def pass_of(self, epoch: int | None) -> Pass:
+        """The current pass for its own epoch (or None), a whole epoch for any other."""
+        return self.pass_ if epoch is None or epoch == self.epoch else Pass(epoch)
+
     def indices(self, index: int, epoch: int | None = None) -> np.ndarray:
-        """Sample indices of batch `index` (of the current epoch unless `epoch` is given)."""
-        return self.sampler.batch(self.epoch if epoch is None else epoch, index)
+        """Sample indices of batch `index` (of the current pass unless `epoch` names another)."""
+        return self.sampler.batch(self.pass_of(epoch), index)
 
     def read(
         self, index: int, epoch: int | None = None, out: dict[str, np.ndarray] | None = None
     ) -> dict[str, np.ndarray]:
         """The field arrays of batch `index`, untransformed, into `out` when given."""
-        epoch = self.epoch if epoch is None else epoch
-        indices = self.sampler.batch(epoch, index)
+        p = self.pass_of(epoch)
+        indices = self.sampler.batch(p, index)
         if self.sampler.shuffle == "windows":
-            self._prefetch_windows(epoch, self.sampler.window_of(index))
+            self._prefetch_windows(p, index)
         return self.split.reader.read(indices, out)
-
-    def pass_batch(self, index: int) -> tuple[np.ndarray, np.ndarray]:
-        """Batch `index` of the current pass: after a resume the pass starts at `start`."""
-        return self.batch(self.start + index)
 
     def batch(self, index: int, epoch: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """`(images, targets)` of batch `index`, augmented, normalised and one-hot as asked."""
         arrays = self.read(index, epoch)
         if self.augment is not None:
-            arrays = self._augmented(arrays, index, self.epoch if epoch is None else epoch)
+            arrays = self._augmented(arrays, index, epoch)
         return self.transform(arrays)
 
     def draw(self, index: int, epoch: int | None = None) -> AugmentParams:
         """The augmentation parameters of batch `index`, rows in ascending sample index (the
-        order `read` gives)."""
-        epoch = self.epoch if epoch is None else epoch
-        indices = np.sort(self.sampler.batch(epoch, index))
-        return self.augment.draw(epoch, indices, self.dataset.field("images").shape[:2])
+        order `read` gives): keyed by (seed, epoch, sample), whatever batch the sample is in."""
+        p = self.pass_of(epoch)
+        indices = np.sort(self.sampler.batch(p, index))
+        return self.augment.draw(p.epoch, indices, self.dataset.field("images").shape[:2])
 
-    def _augmented(self, arrays: dict, index: int, epoch: int) -> dict[str, np.ndarray]:
+    def _augmented(self, arrays: dict, index: int, epoch: int | None) -> dict[str, np.ndarray]:
         """Images and masks warped by the draw of their samples (rows in ascending index)."""
         from ..augment import numpy_exec
 
@@ -173,12 +182,15 @@ class Loader:
         images, masks = numpy_exec.apply(arrays["images"], arrays.get("masks"), params)
         return {**arrays, "images": images} | ({} if masks is None else {"masks": masks})
 
-    def _prefetch_windows(self, epoch: int, window: int) -> None:
-        """Have this window and the next read ahead, each as sequential runs of its shards."""
+    def _prefetch_windows(self, p: Pass, index: int) -> None:
+        """Have the window batch `index` starts in and the next read ahead, each as
+        sequential runs of its shards."""
         reader = self.split.reader
-        for w in (window, window + 1):
-            if (epoch, w) in self._prefetched or w * self.sampler.window >= self.sampler.count:
+        step = -(-self.sampler.window // self.batch_size)  # batches per window, about
+        for ahead in (index, index + step):
+            first = ahead * self.batch_size // self.sampler.window
+            if (p, first) in self._prefetched:
                 continue
-            self._prefetched.add((epoch, w))
-            for start, stop in self.sampler.window_runs(epoch, w):
+            self._prefetched.add((p, first))
+            for start, stop in self.sampler.window_runs(p, ahead):
                 reader.prefetch(start, stop)

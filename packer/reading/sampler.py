@@ -4,9 +4,9 @@ A uniform shuffle reads records all over the disk: fine while the pack sits in t
 cache, slow from a cold disk. The windowed order visits shards in a shuffled order and
 shuffles only inside consecutive windows of records, so each window is one long sequential
 read (which a reader can prefetch) and batches still mix many samples. Orders depend only on
-(seed, epoch), so any process that builds the same sampler agrees on every batch, and a
-reading position is just (epoch, batch): `state_dict` / `load_state_dict` carry it with the
-options that fix the order, for exact mid-epoch resume.
+(seed, epoch), so any process that builds the same sampler agrees on every batch. A reading
+position is a place in the epoch's global order (`position.Pass`), so a state saved by one
+layout (world size, batch size, workers, reader) resumes in another, exactly.
 """
 
 from __future__ import annotations
@@ -14,9 +14,12 @@ from __future__ import annotations
 import itertools
 import os
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from .position import MAX_PASSES, Pass, collapse, consume, rank_part
 
 WINDOW_BYTES = 256 * 1000 * 1000  # records per window: about this many bytes
 RAM_SHARE = 0.5  # a split larger than this share of RAM is read in windows by default
@@ -72,9 +75,8 @@ def runs(members: np.ndarray) -> list[tuple[int, int]]:
 
 
 UNEVEN_MODES = ("pad", "drop", "allow")
-STATE_VERSION = 1
-# The options a reading position depends on: a state only loads into a sampler that has them.
-STATE_OPTIONS = ("count", "batch_size", "shuffle", "drop_remainder", "rank", "world_size", "uneven")
+STATE_VERSION = 2
+_CACHED = 4  # pass orders kept: parallel readers may straddle an epoch boundary
 
 
 @dataclass
@@ -87,10 +89,11 @@ class Sampler:
     ranks take every `world_size`-th sample of the epoch's order; "windows" cuts the epoch's
     shard order into one contiguous part per rank, so a rank reads only its own stretch of
     shards (sharing at most a boundary shard with a neighbour, never its records). When the
-    split does not divide evenly, `uneven="pad"` repeats a few of the rank's own samples and
-    `"drop"` leaves a few out, so every rank gets the same number of batches (uneven counts
-    hang distributed training); `"allow"` gives the first ranks one sample more (for
-    tf.distribute, which handles partial batches).
+    split does not divide evenly, `uneven="pad"` repeats a few samples and `"drop"` leaves a
+    few out, so every rank gets the same number of batches (uneven counts hang distributed
+    training); `"allow"` gives the first ranks one sample more (for tf.distribute, which
+    handles partial batches). A pass (`position.Pass`) is an epoch, or what a resumed reader
+    has left of one; batches are numbered within it.
     """
 
     shard_counts: list[int]
@@ -102,7 +105,7 @@ class Sampler:
     rank: int = 0
     world_size: int = 1
     uneven: str = "pad"
-    _cache: dict = field(default_factory=dict, repr=False, compare=False)
+    _cache: OrderedDict = field(default_factory=OrderedDict, repr=False, compare=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -117,106 +120,138 @@ class Sampler:
         if self.uneven not in UNEVEN_MODES:
             raise ValueError(f"uneven must be one of {UNEVEN_MODES}, not {self.uneven!r}")
         self.count = int(sum(self.shard_counts))
-        per_rank, rest = divmod(self.count, self.world_size)
-        extra = {"pad": rest > 0, "drop": False, "allow": self.rank < rest}[self.uneven]
-        self.rank_count = per_rank + int(extra)
         self.window = self.window or self.count or 1
+        self.strided = self.shuffle != "windows"
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
-        state["_cache"], state["_lock"] = {}, None
+        state["_cache"], state["_lock"] = OrderedDict(), None
         return state
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state, _lock=threading.Lock())
 
     def __len__(self) -> int:
-        """Batches per epoch (of this rank)."""
-        whole, rest = divmod(self.rank_count, self.batch_size)
+        """Batches of a whole epoch (of this rank)."""
+        return self.batches(Pass(0))
+
+    def batches(self, p: Pass) -> int:
+        """Batches of pass `p`."""
+        whole, rest = divmod(len(self.order(p)), self.batch_size)
         return whole + (1 if rest and not self.drop_remainder else 0)
 
-    def order(self, epoch: int) -> np.ndarray:
-        """This rank's sample indices, in the order epoch `epoch` visits them."""
+    def order(self, p: Pass | int) -> np.ndarray:
+        """This rank's sample indices, in the order pass `p` (or a whole epoch) visits them."""
+        p = Pass(p) if isinstance(p, int) else p
         with self._lock:
-            if epoch not in self._cache:
-                # This epoch and the one before: parallel readers may straddle the boundary.
-                self._cache = {e: o for e, o in self._cache.items() if e == epoch - 1}
-                self._cache[epoch] = self._make_order(epoch)
-            return self._cache[epoch]
+            if p not in self._cache:
+                self._cache[p] = self._make_order(p)
+                while len(self._cache) > _CACHED:
+                    self._cache.popitem(last=False)
+            return self._cache[p]
 
-    def _make_order(self, epoch: int) -> np.ndarray:
+    def _make_order(self, p: Pass) -> np.ndarray:
+        epoch_order = self.epoch_order(p)
+        remaining = epoch_order
+        for world, per_rank in p.before:
+            remaining = consume(self.strided, remaining, world, per_rank)
+        part = rank_part(
+            self.strided, remaining, epoch_order, self.world_size, self.rank, self.uneven
+        )
+        return part[p.offset :]
+
+    def epoch_order(self, p: Pass) -> np.ndarray:
+        """The epoch's global order (windows: cut for the world size of its first pass)."""
         if not self.shuffle:
-            return self._strided(np.arange(self.count))
-        rng = np.random.default_rng([self.seed, epoch])
-        if self.shuffle == "global":
-            return self._strided(rng.permutation(self.count))
-        order, bounds = windowed(self.shard_counts, self.window, rng, self.world_size)
-        part = order[bounds[self.rank] : bounds[self.rank + 1]]
-        if self.uneven == "pad" and len(part) < self.rank_count:  # repeat its own first ones
-            return np.resize(part, self.rank_count)
-        return part[: self.rank_count]
+            return np.arange(self.count)
+        rng = np.random.default_rng([self.seed, p.epoch])
+        if self.strided:
+            return rng.permutation(self.count)
+        parts = p.before[0][0] if p.before else self.world_size
+        return windowed(self.shard_counts, p.window or self.window, rng, parts)[0]
 
-    def _strided(self, order: np.ndarray) -> np.ndarray:
-        """Every world_size-th sample from `rank` on, padded or cut to `rank_count`."""
-        if self.world_size == 1:
-            return order
-        if self.uneven == "allow":
-            return order[self.rank :: self.world_size]
-        total = self.rank_count * self.world_size
-        if total > len(order):  # pad: repeat from the start of the order
-            order = np.concatenate([order, np.resize(order, total - len(order))])
-        return order[:total][self.rank :: self.world_size]
-
-    def batch(self, epoch: int, index: int) -> np.ndarray:
-        """Sample indices of batch `index` of epoch `epoch`."""
-        if not 0 <= index < len(self):
-            raise IndexError(f"batch {index} out of range ({len(self)} batches)")
+    def batch(self, p: Pass, index: int) -> np.ndarray:
+        """Sample indices of batch `index` of pass `p`."""
+        if not 0 <= index < self.batches(p):
+            raise IndexError(f"batch {index} out of range ({self.batches(p)} batches)")
         start = index * self.batch_size
-        return self.order(epoch)[start : start + self.batch_size]
+        return self.order(p)[start : start + self.batch_size]
 
-    def window_of(self, index: int) -> int:
-        """The window that batch `index` starts in."""
-        return index * self.batch_size // self.window
+    def window_runs(self, p: Pass, index: int) -> list[tuple[int, int]]:
+        """The window of pass `p` that batch `index` starts in, as sorted runs of consecutive
+        indices (to read ahead); empty past the end."""
+        first = index * self.batch_size // self.window * self.window
+        return runs(self.order(p)[first : first + self.window])
 
-    def window_runs(self, epoch: int, window: int) -> list[tuple[int, int]]:
-        """Window `window` of this rank's epoch order as sorted runs of consecutive indices
-        (to read ahead)."""
-        return runs(self.order(epoch)[window * self.window : (window + 1) * self.window])
+    def state_dict(self, p: Pass, batches: int) -> dict:
+        """The position "`batches` batches of pass `p` done" in the epoch's global order, with
+        the seed and shuffle mode that fix that order (plain JSON types). The layout that read
+        it (batch size, rank) is there for people; it never has to match. A whole pass done is
+        the next epoch's start."""
+        batches = int(batches)
+        if not 0 <= batches <= self.batches(p):
+            raise ValueError(f"batches must be within 0..{self.batches(p)}, got {batches}")
+        if batches == self.batches(p):
+            p, per_rank = Pass(p.epoch + 1), 0
+        else:
+            per_rank = p.offset + batches * self.batch_size
+        passes = [*p.before, (self.world_size, per_rank)]
+        remaining = self.epoch_order(p)
+        for world, done in passes:
+            remaining = consume(self.strided, remaining, world, done)
+        state = {
+            "version": STATE_VERSION,
+            "epoch": p.epoch,
+            "seed": self.seed,
+            "shuffle": self.shuffle,
+            "count": self.count,
+            "passes": [list(link) for link in passes],
+            "consumed": self.count - len(remaining),
+            "batch_size": self.batch_size,
+            "rank": self.rank,
+        }
+        if not self.strided:
+            state["window"] = p.window or self.window
+        return state
 
-    def state_dict(self, epoch: int, batches: int) -> dict:
-        """The reading position "`batches` batches of epoch `epoch` done", with the seed and
-        the options that fix the order (plain JSON types). A whole epoch done is the next
-        epoch's start."""
-        epoch, batches = int(epoch), int(batches)
-        if not 0 <= batches <= len(self):
-            raise ValueError(f"batches must be within 0..{len(self)}, got {batches}")
-        if batches == len(self):
-            epoch, batches = epoch + 1, 0
-        options = {k: getattr(self, k) for k in STATE_OPTIONS}
-        if self.shuffle == "windows":
-            options["window"] = self.window
-        position = {"epoch": epoch, "batches": batches, "seed": self.seed}
-        return {"version": STATE_VERSION, **position, **options}
-
-    def load_state_dict(self, state: dict) -> tuple[int, int]:
-        """Take the seed of `state` and return its (epoch, batches); the options that fix the
-        order must match this sampler's (a ValueError names those that differ)."""
-        if state.get("version") != STATE_VERSION:
-            raise ValueError(f"not a packer reading state (version {state.get('version')!r})")
-        names = STATE_OPTIONS + (("window",) if self.shuffle == "windows" else ())
-        differ = [
-            f"{k}={state.get(k)!r} (this reader: {getattr(self, k)!r})"
-            for k in names
-            if state.get(k) != getattr(self, k)
-        ]
-        if differ:
+    def load_state_dict(self, state: dict) -> Pass:
+        """The pass that continues `state` (from any reader of this split with this shuffle
+        mode) in this sampler's layout; the seed is taken from the state. A ValueError says
+        why a state cannot be continued."""
+        state = _upgraded(state)
+        for key, mine in (("count", self.count), ("shuffle", self.shuffle)):
+            if state.get(key) != mine:
+                raise ValueError(
+                    f"the state was saved by a reader with {key}={state.get(key)!r} "
+                    f"(this reader: {mine!r}), so its epoch order differs"
+                )
+        epoch, passes = int(state["epoch"]), [tuple(map(int, p)) for p in state["passes"]]
+        if epoch < 0 or not passes or any(w < 1 or c < 0 for w, c in passes):
+            raise ValueError(f"state position out of range: epoch {epoch}, passes {passes}")
+        if len(passes) > MAX_PASSES:
             raise ValueError(
-                "the state was saved by a reader with other options, so its batches would "
-                f"differ: {', '.join(differ)}"
+                f"this epoch was resumed in {len(passes)} layouts (at most {MAX_PASSES}): "
+                "let it finish in one before changing the world size again"
             )
-        epoch, batches = int(state["epoch"]), int(state["batches"])
-        if epoch < 0 or not 0 <= batches < max(1, len(self)):
-            raise ValueError(f"state position out of range: epoch {epoch}, batch {batches}")
         with self._lock:
-            self.seed, self._cache = int(state["seed"]), {}
-        return epoch, batches
+            self.seed, self._cache = int(state["seed"]), OrderedDict()
+        window = int(state.get("window", 0)) if not self.strided else 0
+        world, per_rank = passes[-1]
+        if not any(c for _, c in passes):  # an epoch's start: read it all in this layout
+            return Pass(epoch)
+        if world == self.world_size:
+            p = Pass(epoch, collapse(self.strided, passes[:-1]), per_rank, window)
+        else:
+            p = Pass(epoch, collapse(self.strided, passes), 0, window)
+        return p if self.batches(p) else Pass(epoch + 1)
+
+
+def _upgraded(state: dict) -> dict:
+    """A state of this version; version 1 (same options only) named (epoch, batches)."""
+    version = state.get("version")
+    if version == 1:
+        per_rank = int(state["batches"]) * int(state["batch_size"])
+        return state | {"passes": [[int(state["world_size"]), per_rank]]}
+    if version != STATE_VERSION:
+        raise ValueError(f"not a packer reading state (version {version!r})")
+    return state

@@ -1,0 +1,142 @@
+"""Elastic resume: a reading state is a place in the epoch's global order, so a state saved by
+one layout (world size, batch size, workers, reader) resumes in another, and the new ranks
+together read exactly what that epoch had left, each sample once (padding aside)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from torch.utils.data import DataLoader
+
+import packer
+from packer.reading.loader import Loader
+from tests.torch_jobs import KINDS, ids_of, sample_ids
+
+COUNT = 14  # samples in the pack's train split, in shards of 5, 5 and 4
+
+
+@pytest.fixture(scope="module")
+def pack(seg_src, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("elastic") / "p"
+    packer.pack(seg_src, out=out, size=(32, 24), shard_size=5 * 32 * 24 * 4)
+    return out
+
+
+def ranks(pack: Path, layout: tuple[int, int], shuffle, uneven: str, state=None) -> list[Loader]:
+    """Every rank of a `(world_size, batch_size)` layout, resumed from `state` when given."""
+    world, batch = layout
+    loaders = []
+    for rank in range(world):
+        loader = Loader(pack, batch_size=batch, shuffle=shuffle, seed=3, shuffle_window=4,
+                        rank=rank, world_size=world, uneven=uneven)  # fmt: skip
+        if state is not None:
+            loader.load_state_dict(json.loads(json.dumps(state)))  # plain JSON, saved anywhere
+        loaders.append(loader)
+    return loaders
+
+
+def step(loaders: list[Loader], batches: int) -> tuple[list[int], dict]:
+    """Every rank reads `batches` batches in lockstep: the samples read, and the one state all
+    ranks then name."""
+    assert len({len(loader) for loader in loaders}) == 1  # equal batch counts on every rank
+    batches = min(batches, len(loaders[0]))
+    seen = [int(i) for b in range(batches) for loader in loaders for i in loader.indices(b)]
+    states = [loader.state_dict(batches) for loader in loaders]
+    position = ("epoch", "seed", "shuffle", "count", "passes", "consumed", "window")
+    assert all({k: s.get(k) for k in position} == {k: states[0].get(k) for k in position}
+               for s in states)  # fmt: skip
+    return seen, states[0]
+
+
+LAYOUTS = [(2, 2), (3, 1), (1, 2), (2, 1)]  # (world_size, batch_size) of successive resumes
+
+
+@pytest.mark.parametrize("shuffle", [False, "global", "windows"])
+@pytest.mark.parametrize("uneven", ["pad", "drop"])
+def test_resumes_in_other_layouts_read_the_rest_of_the_epoch_once(pack, shuffle, uneven):
+    state, seen = None, []
+    for layout in LAYOUTS:  # several resumes in a row, each in a new layout
+        loaders = ranks(pack, layout, shuffle, uneven, state)
+        if state is not None:
+            assert loaders[0].epoch == 0  # still the interrupted epoch
+        read, state = step(loaders, 1)
+        seen += read
+        assert state["consumed"] == (len(set(seen)) if state["epoch"] == 0 else 0)
+    while state["epoch"] == 0:  # the last layout finishes the epoch
+        read, state = step(ranks(pack, LAYOUTS[-1], shuffle, uneven, state), 100)
+        seen += read
+    if uneven == "pad":  # every sample, a few twice: padding evens out each layout's ranks
+        assert set(seen) == set(range(COUNT))
+        assert len(seen) - COUNT <= sum(world - 1 for world, _ in LAYOUTS)
+    else:  # none twice, at most a few left out, as an uninterrupted "drop" epoch would
+        assert len(seen) == len(set(seen)) >= COUNT - sum(world - 1 for world, _ in LAYOUTS)
+    # later epochs follow the new layout: the same batches as readers that started there
+    resumed, fresh = (
+        ranks(pack, (2, 1), shuffle, uneven, state),
+        ranks(pack, (2, 1), shuffle, uneven),
+    )
+    for loader in fresh:
+        loader.set_epoch(1)
+    assert step(resumed, 100)[0] == step(fresh, 100)[0]
+
+
+@pytest.mark.parametrize("shuffle", ["global", "windows"])
+def test_same_layout_resume_is_exact_even_in_its_padding(pack, shuffle):
+    whole, _ = step(ranks(pack, (3, 2), shuffle, "pad"), 100)
+    head, state = step(ranks(pack, (3, 2), shuffle, "pad"), 1)
+    tail, _ = step(ranks(pack, (3, 2), shuffle, "pad", state), 100)
+    assert head + tail == whole
+
+
+def test_states_that_disagree_are_refused_with_the_reason(pack):
+    loaders = ranks(pack, (2, 3), "global", "pad")
+    states = [loaders[0].state_dict(1), loaders[1].state_dict(2)]
+    fresh = ranks(pack, (1, 3), "global", "pad")[0]
+    with pytest.raises(ValueError, match=r"different positions.*rank 0.*rank 1"):
+        fresh.load_state_dict(states)
+    fresh.load_state_dict([loaders[0].state_dict(1), loaders[1].state_dict(1)])  # they agree
+    assert fresh.state_dict()["consumed"] == 6
+    other = Loader(pack, split="val", batch_size=3, seed=3)
+    with pytest.raises(ValueError, match="count=14"):
+        other.load_state_dict(states[0])
+
+
+def test_augmentation_draws_follow_the_sample_not_the_batch(pack):
+    aug = packer.Augment(rotation_range=20, horizontal_flip=True, seed=1)
+    whole = Loader(pack, batch_size=4, seed=5, augment=aug)
+    images = {}
+    for b in range(len(whole)):
+        order = np.sort(whole.indices(b))  # batches come in ascending sample order
+        images.update(zip(order.tolist(), whole.batch(b)[0], strict=True))
+    first = Loader(pack, batch_size=4, seed=5, augment=aug)
+    resumed = Loader(pack, batch_size=3, seed=0, augment=aug, world_size=2, rank=1)
+    resumed.load_state_dict(first.state_dict(2))
+    for b in range(len(resumed)):
+        order = np.sort(resumed.indices(b))
+        for sample, image in zip(order.tolist(), resumed.batch(b)[0], strict=True):
+            assert np.array_equal(image, images[sample])
+
+
+def test_a_state_moves_between_keras_torch_and_tf_readers(pack):
+    """PackedSequence saves, two torch ranks with workers go on, tf.data finishes the epoch."""
+    import packer.tf
+    from packer.keras import PackedSequence
+
+    ids = sample_ids(pack)
+    seq = PackedSequence(pack, batch_size=4, seed=6)
+    seen = [i for b in range(2) for i in ids_of(seq[b][0], ids)]
+    state = seq.state_dict(batches=2)
+    datasets = [KINDS["map"](pack, batch_size=1, seed=0, rank=r, world_size=2) for r in range(2)]
+    for ds in datasets:
+        ds.load_state_dict(state)
+    loaders = [iter(DataLoader(ds, batch_size=None, num_workers=1)) for ds in datasets]
+    for _ in range(2):  # two batches of one on each rank
+        seen += [i for loader in loaders for i in ids_of(next(loader)[0], ids)]
+    state = datasets[1].state_dict(batches=2)
+    assert state == datasets[0].state_dict(batches=2) | {"rank": 1}
+    rest = packer.tf.dataset(pack, batch_size=5, seed=6, start=state)
+    seen += [i for images, _ in rest for i in ids_of(images.numpy(), ids)]
+    assert sorted(seen) == list(range(COUNT))  # 8 + 4 + 2: the epoch, each sample once
