@@ -19,6 +19,7 @@ import cv2
 import numpy as np
 
 from .errors import PackError, StorageError
+from .flags import flag
 from .reading.dataset import PackedDataset, Split
 from .reading.loader import Loader
 from .schema import record_bytes
@@ -193,6 +194,7 @@ class BenchResult:
     step_ms: float | None = None
     needed_images_per_s: float | None = None
     headroom: float | None = None
+    note: str | None = None  # what was measured differs from what was asked
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -218,6 +220,7 @@ def run(
 def _measure(path, split: str, batch_size: int, seconds: float, step_ms) -> BenchResult:
     dataset = PackedDataset(path)
     part = dataset[split]
+    asked, batch_size = batch_size, min(batch_size, part.count)  # a batch is at most the split
     size = record_bytes(dataset.fields)
     copy = memcpy_rate(size, batch_size, seconds)
     rates = [Rate("memcpy limit (np.copyto)", copy / size, copy, "no reader is faster")]
@@ -251,9 +254,14 @@ def _measure(path, split: str, batch_size: int, seconds: float, step_ms) -> Benc
     if naive is not None:
         rates.append(Rate("naive decode of the sources", naive, naive * size, "cv2 + float"))
     result = BenchResult(str(dataset.root), split, part.count, size, batch_size, rates)
+    if asked > batch_size:
+        result.note = (
+            f"{flag('batch_size', asked)} is larger than split {split!r}: batches of all "
+            f"{batch_size} samples were read"
+        )
     if step_ms:
         result.step_ms = step_ms
-        result.needed_images_per_s = batch_size * 1000.0 / step_ms
+        result.needed_images_per_s = asked * 1000.0 / step_ms  # the model's batch
         result.headroom = warm_rate / result.needed_images_per_s
     return result
 
@@ -263,6 +271,7 @@ def render(result: BenchResult) -> str:
     lines = [
         f"{result.dataset} [{result.split}]: {result.samples} samples of "
         f"{result.sample_bytes / 1e6:.2f} MB, batches of {result.batch_size}",
+        *([f"note: {result.note}"] if result.note else []),
         "",
         f"{'':34} {'img/s':>10} {'GB/s':>8}  share of the memcpy limit",
     ]

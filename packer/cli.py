@@ -185,12 +185,14 @@ changed since, packs again only the shards they touch (--no-update leaves it as 
     "--ignore-class",
     multiple=True,
     help="A class whose pixels become --ignore-index; the rest keep their order (repeatable).",
+    show_default="none",
 )
 @click.option(
     "--class-map",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="CSV of source,target rows: a class name, mask value or 'r g b' colour -> a class "
     "name (renames, merges) or 'ignore'.",
+    show_default="none",
 )
 @click.option(
     "--root",
@@ -272,7 +274,7 @@ changed since, packs again only the shards they touch (--no-update leaves it as 
     show_default="off",
     help="Show what would be packed and what would be rejected; write nothing.",
 )
-@click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
+@click.option("--progress/--no-progress", default=True, help="Show a progress bar on a terminal.")
 @click.pass_context
 def pack_command(
     ctx,
@@ -312,7 +314,7 @@ def pack_command(
             plan,
             workers,
             overwrite,
-            progress,
+            progress and sys.stderr.isatty(),  # no bar of `\r` updates in a file or a pipe
             strict,
             max_rejects,
             engine,

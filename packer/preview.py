@@ -6,6 +6,7 @@ clear) with a legend of the classes shown; classification samples carry their cl
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 from dataclasses import dataclass
@@ -149,9 +150,16 @@ def save(
         raise StorageError(f"{exc}; check the pack with `packer verify {path}`") from exc
     try:
         image.save(out)
-    except (OSError, ValueError, KeyError) as exc:
-        reason = getattr(exc, "strerror", None) or exc
-        raise StorageError(f"cannot write {out}: {reason}; try a .png name") from exc
+    except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            folder = out.parent if str(out.parent) else Path(".")
+            raise StorageError(
+                f"cannot write {out}: folder {folder} is not writable; choose a folder you "
+                "can write to"
+            ) from exc
+        raise StorageError(f"cannot write {out}: {exc.strerror or exc}") from exc
+    except (ValueError, KeyError) as exc:
+        raise StorageError(f"cannot write {out}: {exc}; try a .png name") from exc
     shown = min(count, part.count)
     how = (
         f"the first {shown} (this format is read in file order)"

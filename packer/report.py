@@ -164,7 +164,8 @@ def unfinished(path: str | Path, state: dict) -> str:
 
 
 def summary(data: dict) -> dict:
-    """The manifest without per-file detail: what scripts usually want."""
+    """The manifest without provenance and receipts: what scripts usually want, with every
+    shard's files and SHA-256 so that two packs compare without reading dataset.json."""
     return {
         "format": data["format"],
         "task": data["task"],
@@ -176,6 +177,7 @@ def summary(data: dict) -> dict:
                 "count": s["count"],
                 "shards": len(s["shards"]),
                 "bytes": sum(sh["bytes"] for sh in s["shards"]),
+                "shard_files": [_shard_files(sh) for sh in s["shards"]],
             }
             for name, s in data["splits"].items()
         },
@@ -187,6 +189,12 @@ def summary(data: dict) -> dict:
         "unknown_labels": data["unknown_labels"],
         "backends": data["run"]["backends"],
     }
+
+
+def _shard_files(shard: dict) -> dict:
+    """A shard's name, sample count and files (path, bytes, sha256)."""
+    files = [{k: f[k] for k in ("path", "bytes", "sha256")} for f in shard["files"]]
+    return {"name": shard["name"], "count": shard["count"], "files": files}
 
 
 def info(dataset: PackedDataset) -> str:

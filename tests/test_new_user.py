@@ -5,10 +5,13 @@ lists, and the wording of messages and docs."""
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -122,6 +125,11 @@ WRONG = {
     "preview without an extension": ["preview", "{packed}", "--out", "{root}/grid"],
     "preview of a missing split": ["preview", "{packed}", "--out", "{root}/g.png", "--split", "x"],
     "preview of a pack missing a shard": ["preview", "{gone}", "--out", "{root}/g.png"],
+    "--out the source folder": ["pack", "{src}", "--out", "{src}", "--overwrite"],
+    "--out empty": ["pack", "{src}", "--out", ""],
+    "--out a URL without a bucket": ["pack", "{src}", "--out", "s3://"],
+    "--out a file": ["pack", "{src}", "--out", "{list_txt}"],
+    "a class table as SRC": ["pack", "{src}/class_dict.csv"],
 }  # fmt: skip
 
 
@@ -188,7 +196,120 @@ def test_preview_and_bench_read_a_gzip_tfrecord_pack_in_file_order(work, tmp_pat
     assert "in file order" in rates["packed reader, warm cache"]["note"]
 
 
+def test_a_batch_larger_than_the_split_is_read_as_the_whole_split_and_said(work):
+    result = cli("bench", work["packed"], "--batch-size", "100000", "--seconds", "0.1")
+    assert result.exit_code == 0 and "Traceback" not in result.output, result.output
+    assert "batches of 6" in result.output
+    assert "note: --batch-size 100000 is larger than split 'train': batches of all 6" in (
+        result.output
+    )
+    as_json = cli("bench", work["packed"], "--batch-size", "7", "--seconds", "0.1", "--json")
+    measured = json.loads(as_json.output)
+    assert measured["batch_size"] == 6 and "batches of all 6 samples" in measured["note"]
+
+
+def test_an_out_that_is_empty_a_bare_url_or_a_file_says_what_it_is(work, monkeypatch):
+    monkeypatch.chdir(work["notes"])
+    empty = cli("pack", work["src"], "--out", "", "--size", "8")
+    assert "Error: --out is empty; name a folder" in empty.output
+    assert sorted(p.name for p in work["notes"].iterdir()) == ["todo.txt"]
+    with pytest.raises(PackError, match=r"out=\.\.\. is empty"):
+        packer.pack(work["src"], out="", size=8)
+    bare = cli("pack", work["src"], "--out", "s3://", "--size", "8")
+    assert "the URL names no bucket" in bare.output and ".partial" not in bare.output
+    a_file = cli("pack", work["src"], "--out", work["list_txt"], "--size", "8")
+    assert f"--out {work['list_txt']} is a file" in a_file.output
+    assert "choose a folder" in a_file.output and "run the same command" not in a_file.output
+
+
+def test_a_class_table_given_as_src_points_to_classes(work):
+    result = cli("pack", work["src"] / "class_dict.csv", "--size", "8")
+    assert result.exit_code == 1 and "rejected" not in result.output
+    assert "class_dict.csv is a class table (name,r,g,b), not a list of images" in result.output
+    assert "pass it with --classes and give the image folder as SRC" in result.output
+
+
+def _read_only_folder(folder: Path) -> bool:
+    """Make `folder` unwritable: by its mode, or (for root, whom modes do not stop) by a
+    read-only mount; False when neither can be done here."""
+    folder.mkdir()
+    folder.chmod(0o555)
+    if not os.access(folder, os.W_OK):
+        return True
+    mount = ["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(folder)]
+    return subprocess.run(mount, capture_output=True).returncode == 0
+
+
+def test_preview_into_a_read_only_folder_says_the_folder_is_not_writable(work, tmp_path):
+    folder = tmp_path / "ro"
+    if not _read_only_folder(folder):
+        pytest.skip("cannot make a read-only folder here")
+    try:
+        result = cli("preview", work["packed"], "--out", folder / "x.png", "-n", "2")
+    finally:
+        subprocess.run(["umount", str(folder)], capture_output=True, check=False)
+        folder.chmod(0o755)
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+    assert f"folder {folder} is not writable" in result.output
+    assert "try a .png name" not in result.output
+
+
+def test_info_json_names_every_shard_file_with_its_hash(work):
+    summary = json.loads(cli("info", work["packed"], "--json").output)
+    manifest = json.loads((work["packed"] / "dataset.json").read_text())
+    for name, split in manifest["splits"].items():
+        listed = summary["splits"][name]["shard_files"]
+        assert [s["name"] for s in listed] == [s["name"] for s in split["shards"]]
+        assert sum(s["count"] for s in listed) == split["count"]
+        for shard in listed:
+            for f in shard["files"]:
+                data = (work["packed"] / f["path"]).read_bytes()
+                assert f["sha256"] == hashlib.sha256(data).hexdigest()
+                assert f["bytes"] == len(data)
+
+
+def test_a_pack_piped_to_files_has_no_progress_updates_and_no_doubled_line(work, tmp_path):
+    out = tmp_path / "piped"
+    args = ["pack", work["src"], "--out", out, "--size", "8", "--workers", "1"]
+    done = subprocess.run(
+        [sys.executable, "-m", "packer", *map(str, args)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert "\r" not in done.stderr and "packing" not in done.stderr, done.stderr
+    lines = (done.stdout + done.stderr).splitlines()
+    assert len(lines) == len(set(lines)), lines
+    assert sum(line.startswith("packed 8 samples") for line in lines) == 1
+
+
 # -- item 3: --out inside SRC --------------------------------------------------------------------
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def test_an_out_that_is_or_holds_the_sources_is_refused_and_overwrite_is_never_offered(
+    tmp_path,
+):
+    src = make_segmentation(tmp_path / "data" / "src", {"train": 3}, (32, 24))
+    before = _files(src)
+    for out, overwrite in [(src, ()), (src, ("--overwrite",)), (tmp_path, ("--overwrite",))]:
+        result = cli("pack", src, "--out", out, "--size", "8", "--workers", "1", *overwrite)
+        assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+        assert "beside its sources, never among them" in result.output
+        assert "--overwrite" not in result.output
+        assert _files(src) == before and not (tmp_path / "dataset.json").exists()
+    listed = tmp_path / "listed"
+    listed.mkdir()
+    (listed / "a.png").write_bytes(b"")
+    (listed / "all.csv").write_text("a.png,cat\n")
+    result = cli("pack", listed / "all.csv", "--out", listed, "--overwrite")
+    assert "is the source folder" in result.output
+    with pytest.raises(PackError, match="holds the source folder"):
+        packer.pack(src, out=tmp_path / "data", overwrite=True, size=8)
+    assert _files(src) == before
+    ds = packer.pack(src, size=8, workers=1)  # the sources still pack, beside themselves
+    assert ds["train"].count == 3 and ds.root == tmp_path / "data" / "src-npy"
 
 
 def test_an_output_folder_inside_the_source_is_left_out_of_every_scan(tmp_path):

@@ -28,6 +28,7 @@ from ..schema import fields_for, record_bytes
 from ..sources import AnnotationOptions, Sample, SourceScan, mask_files, mask_line, scan
 from .classes import class_mapping, class_table, relabelled
 from .convert import PackConfig
+from .placement import check_out
 from .preflight import default_size
 from .tasks import ChunkTask, ShardTask
 
@@ -207,6 +208,8 @@ def make_plan(
     for path in (src, out):
         if path is not None:
             storage.backend(path)  # a clear error for remote paths no backend handles
+    if out is not None:
+        check_out(src, out, root=root, masks=masks)
     output_size = _given_size(size)
     out_path = storage.as_path(out).expanduser() if out is not None else default_out(src, format)
     annotations = AnnotationOptions.given(coco, overlap, crowd)

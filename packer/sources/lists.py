@@ -23,6 +23,7 @@ _LIST_EXTENSIONS = (".lst", ".csv")
 _PATH_COLUMNS = ("path", "image", "filename", "file", "filepath", "image_path", "img")
 _LABEL_COLUMNS = ("label", "class", "class_name", "category", "target", "mask", "y")
 _SPLIT_COLUMNS = ("split", "subset", "partition")
+_CLASS_TABLE_HEADER = ("name", "r", "g", "b")  # a class_dict.csv given as SRC by mistake
 
 # (line number, path, label, split or "")
 Row = tuple[int, str, str, str]
@@ -106,6 +107,11 @@ def _csv_rows(text: str, name: str) -> list[Row]:
     """Parse path,label[,split] CSV rows (header optional, detected) into Rows."""
     reader = csv.reader(text.splitlines())
     rows = [(reader.line_num, row) for row in reader if any(cell.strip() for cell in row)]
+    if rows and [cell.strip().lower() for cell in rows[0][1][:4]] == list(_CLASS_TABLE_HEADER):
+        raise SourceError(
+            f"{name} is a class table (name,r,g,b), not a list of images: pass it with "
+            f"{flag('classes')} and give the image folder as SRC"
+        )
     split_col = None
     if rows and _is_header(rows):
         header = [cell.strip().lower() for cell in rows.pop(0)[1]]
