@@ -16,11 +16,14 @@ from typing import TYPE_CHECKING
 import keras
 import numpy as np
 
+from .keras_backup import BackupAndRestore
 from .reading.loader import Loader
 from .reading.pipeline import Pipeline, asking_threads
 
 if TYPE_CHECKING:
     from .augment import Augment
+
+__all__ = ["BackupAndRestore", "PackedSequence"]
 
 
 class PackedSequence(keras.utils.PyDataset):

@@ -49,18 +49,40 @@ def _dataset_class() -> type:
             super().__init__(**asking_threads(self.pipeline.ahead))
             self.sequence = sequence
             self.hooks = [name for name in _HOOKS if _overrides(sequence, name, keras)]
+            self.offset = 0  # batches of this epoch done before a resume
 
         def __len__(self) -> int:
-            return len(self.pipeline)
+            return len(self.pipeline) - self.offset
 
         def __getitem__(self, index: int) -> Any:
-            return self.pipeline[index]
+            if not 0 <= index < len(self):
+                raise IndexError(f"batch {index} out of range ({len(self)} batches)")
+            return self.pipeline[self.offset + index]
 
         def on_epoch_begin(self) -> None:
             self._forward("on_epoch_begin")
 
         def on_epoch_end(self) -> None:
+            self.offset = 0
             self._forward("on_epoch_end")
+
+        def state_dict(self, batches: int = 0) -> dict:
+            """The position after `batches` batches of this epoch: the sequence's own state
+            when it has one (a PackedSequence's place in the epoch's order), else the count."""
+            if hasattr(self.sequence, "state_dict"):
+                return self.sequence.state_dict(batches)
+            return {"batches": self.offset + batches}
+
+        def load_state_dict(self, state: dict) -> None:
+            """Go on from `state`: in the sequence and every worker's copy, or by skipping
+            the batches it counts."""
+            if hasattr(self.sequence, "load_state_dict"):
+                self.sequence.load_state_dict(state)
+                self.pipeline.broadcast("load_state_dict", state)
+                self.pipeline.length = _length(self.sequence)
+            else:
+                self.offset = int(state["batches"])
+            self.pipeline.seek(self.offset)
 
         def close(self) -> None:
             """Stop the worker processes now."""

@@ -309,6 +309,10 @@ class Passes:
         self._next = loader.epoch
         self._current = loader.epoch
 
+    def __len__(self) -> int:
+        """Batches of the next pass."""
+        return self.loader.sampler.batches(self.loader.pass_of(self._next))
+
     def take(self) -> tuple[int, int]:
         """(epoch, batches) of the next pass."""
         with self._lock:

@@ -1,0 +1,82 @@
+"""packer.keras.BackupAndRestore: a model.fit killed by SIGKILL mid-epoch and started again
+with the same command continues with the next batch and ends with the uninterrupted run's
+weights, bit for bit (deterministic ops). Real Keras, real processes, a real SIGKILL."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import packer
+
+ROOT = Path(__file__).resolve().parents[1]
+KILL_AT = 7  # steps: batch 2 of the second epoch (5 batches of 3 per epoch)
+
+
+@pytest.fixture(scope="module")
+def pack(seg_src, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("backup") / "p"
+    packer.pack(seg_src, out=out, size=(32, 24), shard_size=5 * 32 * 24 * 4)
+    return out
+
+
+def fit(pack: Path, reader: str, out: Path, *options: str) -> subprocess.Popen:
+    out.mkdir(exist_ok=True)
+    command = [sys.executable, "-m", "tests.keras_jobs", str(pack), reader, str(out), *options]
+    env = os.environ | {"PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    return subprocess.Popen(command, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+
+
+def finished(process: subprocess.Popen) -> None:
+    _, errors = process.communicate(timeout=300)
+    assert process.returncode == 0, errors[-3000:]
+
+
+def killed_and_restarted(pack: Path, reader: str, out: Path, *options: str) -> list[np.ndarray]:
+    """Fit until SIGKILL at step KILL_AT, then again with the same command: final weights."""
+    killed = fit(pack, reader, out, "--kill-at", str(KILL_AT), *options)
+    killed.communicate(timeout=300)
+    assert killed.returncode == -signal.SIGKILL
+    finished(fit(pack, reader, out, *options))
+    return weights(out)
+
+
+def weights(out: Path) -> list[np.ndarray]:
+    saved = np.load(out / "final.npz")
+    return [saved[k] for k in saved.files]
+
+
+def steps(out: Path) -> list[int]:
+    return [int(line) for line in (out / "steps.log").read_text().split()]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(pack, tmp_path_factory) -> dict[str, list[np.ndarray]]:
+    """Final weights of uninterrupted runs: PackedSequence (whatever runs its batches) and tf."""
+    runs = {name: fit(pack, name, tmp_path_factory.mktemp(name)) for name in ("sequence", "tf")}
+    for process in runs.values():
+        finished(process)
+    return {name: weights(Path(process.args[5])) for name, process in runs.items()}
+
+
+@pytest.mark.parametrize("reader", ["sequence", "sequence-workers", "parallel", "tf"])
+def test_fit_killed_mid_epoch_continues_with_the_next_batch(pack, uninterrupted, tmp_path, reader):
+    final = killed_and_restarted(pack, reader, tmp_path)
+    assert steps(tmp_path) == [0, 1, 2, 3, 4, 0, 1, 0, 1, 2]  # then only the rest of epoch 2
+    want = uninterrupted["tf" if reader == "tf" else "sequence"]
+    assert all(np.array_equal(a, b) for a, b in zip(final, want, strict=True))
+
+
+def test_keras_own_callback_restarts_the_epoch_and_ends_elsewhere(pack, uninterrupted, tmp_path):
+    """The control: the same kill with Keras' own callback retrains the epoch's first batches."""
+    final = killed_and_restarted(pack, "sequence", tmp_path, "--keras-own")
+    assert steps(tmp_path)[KILL_AT:] == [0, 1, 2, 3, 4]
+    assert not all(
+        np.array_equal(a, b) for a, b in zip(final, uninterrupted["sequence"], strict=True)
+    )
