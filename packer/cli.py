@@ -75,6 +75,14 @@ changed since, packs again only the shards they touch (--no-update leaves it as 
 """
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM stops a pack as Ctrl-C does (same clean-up), exiting 143 as a shell expects."""
+
+
+def _terminated(signum, frame) -> None:
+    raise Terminated
+
+
 @click.command(
     "pack",
     cls=Command,
@@ -298,7 +306,7 @@ def pack_command(
     options["coco"] = options["coco"] or None
     given = {k: options.pop(k) for k in FORMAT_OPTION_NAMES}
     options.update({k: v for k, v in given.items() if v is not None})
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _terminated)
     command = command_line(ctx)
     try:
         plan = packing.make_plan(src, out, fmt, options.pop("size"), **options)
@@ -324,13 +332,13 @@ def pack_command(
             command=command,
             warn=lambda text: click.echo(f"warning: {text}", err=True),
         )
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
         click.echo(
             f"\ninterrupted: finished shards are kept; run the same command again to resume:\n"
             f"  {command}",
             err=True,
         )
-        sys.exit(130)
+        sys.exit(128 + (signal.SIGTERM if isinstance(stop, Terminated) else signal.SIGINT))
     click.echo(report.pack_summary(data, plan))
 
 

@@ -233,6 +233,52 @@ def test_ctrl_c_stops_workers_cleans_up_and_says_how_to_resume(many_shards, tmp_
     assert manifest_hashes(out) == manifest_hashes(reference)
 
 
+def _gone(pids: set[int], seconds: float = 5) -> bool:
+    deadline = time.monotonic() + seconds
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not any(alive(p) for p in pids)
+
+
+def test_sigterm_stops_the_pack_as_ctrl_c_does_and_exits_143(many_shards, tmp_path):
+    src, args, _ = many_shards
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        pack_cmd(src, out, *args, "--workers", "2"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    wait_for_receipts(out, 2, proc)
+    workers = children_of(proc.pid)
+    assert workers
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=10)
+    assert proc.returncode == 128 + signal.SIGTERM, stderr
+    assert "interrupted: finished shards are kept" in stderr
+    assert "run the same command again to resume:" in stderr and f"pack {src} " in stderr
+    assert "Traceback" not in stderr
+    assert _gone(workers), "orphan worker processes"
+    assert not list(out.rglob(".tmp-*")) and not list(out.rglob("*.part"))
+    assert not (out / ".partial" / "parts").exists() and not (out / "dataset.json").exists()
+    assert len(finished_shards(out)) >= 2  # kept for the resume
+
+
+def test_workers_die_with_a_pack_killed_by_sigkill(many_shards, tmp_path):
+    src, args, _ = many_shards
+    proc = subprocess.Popen(
+        pack_cmd(src, tmp_path / "out", *args, "--workers", "2"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    wait_for_receipts(tmp_path / "out", 1, proc)
+    workers = children_of(proc.pid)
+    assert workers
+    proc.kill()
+    proc.wait()
+    assert _gone(workers), "workers outlived their killed parent"
+
+
 class InterruptedEngine:
     """An engine whose user presses Ctrl-C as its second task is submitted, and whose workers
     cannot be stopped cleanly afterwards (gone already, say)."""
@@ -291,6 +337,16 @@ def test_verify_names_a_flipped_byte_in_every_format(packed):
         [sys.executable, "-m", "packer", "verify", str(packed)], capture_output=True, text=True
     )
     assert result.returncode == 1 and shard.name in result.stderr and "sha256" in result.stderr
+
+
+def test_verify_names_a_missing_shard_file_and_every_other_is_checked(packed):
+    shard = _shard_file(packed)
+    shard.unlink()
+    result = subprocess.run(
+        [sys.executable, "-m", "packer", "verify", str(packed)], capture_output=True, text=True
+    )
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.splitlines() == [f"FAIL {shard}: missing"]
 
 
 def test_truncated_shard_is_named_by_verify_and_by_readers(packed):
