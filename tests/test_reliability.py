@@ -217,11 +217,10 @@ def test_ctrl_c_stops_workers_cleans_up_and_says_how_to_resume(many_shards, tmp_
     wait_for_receipts(out, 2, proc)
     workers = children_of(proc.pid)
     assert workers
-    started = time.monotonic()
     proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=10)
-    assert time.monotonic() - started < 5
+    _, stderr = proc.communicate(timeout=30)  # a guard against a hang, not a timing
     assert proc.returncode == 130
+    assert len(finished_shards(out)) < 40  # it stopped at once rather than finishing
     assert "run the same command again to resume" in stderr
     assert "Traceback" not in stderr
     deadline = time.monotonic() + 5
@@ -261,7 +260,7 @@ def test_sigterm_stops_the_pack_as_ctrl_c_does_and_exits_143(many_shards, tmp_pa
     assert _gone(workers), "orphan worker processes"
     assert not list(out.rglob(".tmp-*")) and not list(out.rglob("*.part"))
     assert not (out / ".partial" / "parts").exists() and not (out / "dataset.json").exists()
-    assert len(finished_shards(out)) >= 2  # kept for the resume
+    assert 2 <= len(finished_shards(out)) < 40  # stopped at once; finished shards kept
 
 
 def test_workers_die_with_a_pack_killed_by_sigkill(many_shards, tmp_path):
