@@ -1,4 +1,5 @@
-"""Byte-identical packs across refactors: shard hashes of fixed inputs and options, pinned.
+"""Byte-identical packs across refactors: shard hashes of fixed inputs and options, pinned,
+and the manifest's classes and statistics with them.
 
 The sources are computed by integer arithmetic (no random streams, lossless PNG), and the
 options avoid arithmetic that could differ between library versions (no resampling but exact
@@ -88,9 +89,33 @@ GOLDEN: dict[str, str] = {
 }
 
 
+# One digest per case of what dataset.json says about the data besides its files (task,
+# fields, classes, ignore index, per-channel and class statistics): SHA-256 of those entries
+# as sorted JSON. Written by the packer of commit e7d1b7a.
+GOLDEN_MANIFEST: dict[str, str] = {
+    "cls-npy": "01515ceee8d9882824a6d2dc1371573778603f8d5cf35abe0d53bde38871f21f",
+    "cls-recordio-split": "f44aa3a3710db1dde684b678585cc65e4c90d6cb3f4f388d0009913775654784",
+    "cls-tfrecord": "b118b75ec3233b31d20e81f5232b720f5ea36db897e159a06b302f65bced3c17",
+    "seg-npy-halved": "d9adb07fe78e3b38715c91621553ba660b0bb7508779f65879d3924e52120f88",
+    "seg-npy-padded": "f46fab7243bca3e34a2b46d592292bf51b5116bd890f780fdc3b34dbb6168732",
+    "seg-npy-same-size": "266e9eaa7816204449929318c5691873eab2f0cc91e502739b9c9a74c8ea108b",
+    "seg-recordio": "d9adb07fe78e3b38715c91621553ba660b0bb7508779f65879d3924e52120f88",
+    "seg-tfrecord": "d9adb07fe78e3b38715c91621553ba660b0bb7508779f65879d3924e52120f88",
+    "seg-tfrecord-index": "266e9eaa7816204449929318c5691873eab2f0cc91e502739b9c9a74c8ea108b",
+}
+DESCRIBED = ("task", "fields", "classes", "ignore_index", "stats")
+
+
 def digest(root: Path) -> str:
     lines = "".join(f"{p} {h}\n" for p, h in sorted(manifest_hashes(root).items()))
     return hashlib.sha256(lines.encode()).hexdigest()
+
+
+def manifest_digest(root: Path) -> str:
+    """SHA-256 of the manifest's description of the data (DESCRIBED), as sorted JSON."""
+    data = json.loads((root / "dataset.json").read_text())
+    described = json.dumps({k: data[k] for k in DESCRIBED}, sort_keys=True)
+    return hashlib.sha256(described.encode()).hexdigest()
 
 
 @pytest.fixture(scope="module")
@@ -106,3 +131,4 @@ def test_pack_bytes_match_golden_hashes(sources, tmp_path, case, workers):
     out = tmp_path / case
     packer.pack(sources[kind], out=out, workers=workers, **options)
     assert digest(out) == GOLDEN[case], json.dumps(manifest_hashes(out), indent=1)
+    assert manifest_digest(out) == GOLDEN_MANIFEST[case], (out / "dataset.json").read_text()
