@@ -1,6 +1,7 @@
 # Two commands do everything on a fresh machine:
 #   make sample   install, generate a small synthetic dataset, pack it, describe it
-#   make test     install, lint, run the test suite
+#   make test     install, lint, run the test suite without the tests marked slow
+#                 (make test-all runs those too)
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -25,7 +26,7 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix .
 
 test: lint
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -m "not slow"
 
 test-all: lint
 	$(BIN)/pytest -q -m "slow or not slow"
