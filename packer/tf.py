@@ -254,14 +254,16 @@ def _indices(
             tf.data.experimental.assert_cardinality(tf.data.INFINITE_CARDINALITY)
         )
     else:  # each pass over the dataset (a Keras epoch) takes the next epoch
-
-        def next_pass() -> np.ndarray:
-            return np.array(passes.take(), np.int64)
+        # A new iterator counts from 0 again, and its batch 0 takes the next pass; passes
+        # shorter than an epoch (a resume) end early. (A flat_map over passes did the same
+        # at twice the cost per iterator, which Keras creates every epoch.)
+        def numbered(index: np.int64) -> np.ndarray:
+            return np.array(passes.number(int(index)), np.int64)
 
         batches = (
-            tf.data.Dataset.from_tensors(np.int64(0))
-            .map(lambda _: tf.ensure_shape(tf.numpy_function(next_pass, [], tf.int64), [2]))
-            .flat_map(lambda p: tf.data.Dataset.range(p[1]).map(lambda i: tf.stack([p[0], i])))
+            tf.data.Dataset.range(max(whole, len(loader)))
+            .map(lambda i: tf.ensure_shape(tf.numpy_function(numbered, [i], tf.int64), [3]))
+            .take_while(lambda p: p[1] < p[2])  # (epoch, batch, batches): read as pairs
         )
         if len(loader) == whole:  # a known length (Keras shows progress and steps)
             batches = batches.apply(tf.data.experimental.assert_cardinality(whole))
@@ -306,19 +308,20 @@ class Passes:
     def __init__(self, loader: Loader) -> None:
         self.loader = loader
         self._lock = threading.Lock()
-        self._next = loader.epoch
-        self._current = loader.epoch
+        self._next = self._current = loader.epoch
 
     def __len__(self) -> int:
         """Batches of the next pass."""
         return self.loader.sampler.batches(self.loader.pass_of(self._next))
 
-    def take(self) -> tuple[int, int]:
-        """(epoch, batches) of the next pass."""
+    def number(self, index: int) -> tuple[int, int, int]:
+        """(epoch, index, batches of the pass) for batch `index` of an iteration; batch 0
+        starts the next pass."""
         with self._lock:
-            epoch, self._current = self._next, self._next
-            self._next += 1
-        return epoch, self.loader.sampler.batches(self.loader.pass_of(epoch))
+            if index == 0:
+                self._current, self._next = self._next, self._next + 1
+            epoch = self._current
+        return epoch, index, self.loader.sampler.batches(self.loader.pass_of(epoch))
 
     def state_dict(self, batches: int = 0) -> dict:
         """The position after `batches` batches of the pass being read (JSON-ready)."""
