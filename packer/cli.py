@@ -10,30 +10,18 @@ import json
 import shlex
 import signal
 import sys
-from pathlib import Path
 
 import click
 
 from . import engines, packing, report, storage
-from .cli_params import (
-    FORMAT_OPTION_NAMES,
-    bytes_option,
-    existing,
-    format_options,
-    location,
-    size_option,
-    split_option,
-)
-from .engines import cpu_count
+from .cli_params import declared_options, existing, format_options, location
 from .errors import PackError
 from .flags import command_line_wording
 from .formats import FORMATS
-from .imaging import INTERPOLATIONS, RESIZE_MODES
 from .packing import preflight
+from .packing.options import OUT, PLAN_OPTIONS, RUN_OPTIONS, SIZE
 from .packing.update import unfinished
 from .reading.dataset import open_dataset
-from .sources import LAYOUTS
-from .sources.model import CROWDS, OVERLAPS
 from .verify import verify
 
 SHOW_DEFAULTS = {"show_default": True}
@@ -91,225 +79,31 @@ def _terminated(signum, frame) -> None:
     context_settings=SHOW_DEFAULTS,
 )
 @click.argument("src", callback=existing)
-@click.option(
-    "--out",
-    callback=location,
-    help="Output folder (inside SRC it is left out of the scan).",
-    show_default="SRC-FORMAT beside SRC",
-)
+@click.option("--out", callback=location, help=OUT.help, show_default=OUT.shown)
 @click.option(
     "--format", "fmt", type=click.Choice(FORMATS), default="npy", help="Shard file format."
 )
-@click.option(
-    "--size",
-    callback=size_option,
-    help="Output WIDTHxHEIGHT (e.g. 480x352; one number = square).",
-    show_default="the images' size when they share one, else the median width and height "
-    f"rounded to multiples of {preflight.SIZE_STEP}",
-)
-@click.option(
-    "--resize",
-    type=click.Choice(RESIZE_MODES),
-    default="fill",
-    help="fill: cover then centre-crop; fit: inside then pad; stretch; none: crop/pad.",
-)
-@click.option(
-    "--interpolation",
-    type=click.Choice(INTERPOLATIONS),
-    default="auto",
-    help="Image resampling (auto: area to shrink, cubic to enlarge). "
-    "Masks always use nearest neighbour.",
-)
-@click.option(
-    "--pad-value",
-    type=click.IntRange(0, 255),
-    default=0,
-    help="Image padding value for fit and none (masks pad with the ignore index).",
-)
-@click.option(
-    "--workers",
-    type=click.IntRange(1),
-    default=None,
-    help="Worker processes.",
-    show_default=f"the cores, here {cpu_count()}",
-)
-@click.option(
-    "--shard-size",
-    default="256MB",
-    callback=bytes_option,
-    help="Bytes per shard (e.g. 256MB, 1GiB, 1000000).",
-)
-@click.option("--seed", type=int, default=0, help="Seed of the sample order.")
-@click.option(
-    "--split",
-    "split",
-    callback=split_option,
-    help="Without split folders: e.g. train=0.9,val=0.1 (stable hash of each path).",
-    show_default="split folders, else all in train",
-)
-@click.option(
-    "--layout",
-    type=click.Choice(LAYOUTS),
-    default="auto",
-    help="Source layout; auto detects it.",
-)
-@click.option(
-    "--masks",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    help="Folder of masks matching the images by file stem.",
-    show_default="detected mask folders",
-)
-@click.option(
-    "--mask-suffix",
-    help="Suffix after the image stem in mask names (e.g. _L).",
-    show_default="detected",
-)
-@click.option(
-    "--classes",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="class_dict.csv (name,r,g,b) or a names file (line N = class N).",
-    show_default="a class_dict.csv or names file in SRC, else folder names or mask values",
-)
-@click.option(
-    "--coco",
-    multiple=True,
-    help="COCO instances JSON for the images in SRC; SPLIT=FILE for several "
-    "(--coco train=a.json --coco val=b.json).",
-    show_default="annotations/instances_<split>.json in SRC",
-)
-@click.option(
-    "--overlap",
-    type=click.Choice(OVERLAPS),
-    default="ignore",
-    help="COCO: pixels of two or more instances become --ignore-index, or the later one's class.",
-)
-@click.option(
-    "--crowd",
-    type=click.Choice(CROWDS),
-    default="ignore",
-    help="COCO: crowd regions become --ignore-index, or their category's class.",
-)
-@click.option(
-    "--ignore-class",
-    multiple=True,
-    help="A class whose pixels become --ignore-index; the rest keep their order (repeatable).",
-    show_default="none",
-)
-@click.option(
-    "--class-map",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="CSV of source,target rows: a class name, mask value or 'r g b' colour -> a class "
-    "name (renames, merges) or 'ignore'.",
-    show_default="none",
-)
-@click.option(
-    "--root",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    help="Folder the relative paths in a .lst/.csv list start from.",
-    show_default="the list's folder",
-)
-@click.option(
-    "--ignore-index",
-    type=click.IntRange(0, 65535),
-    default=None,
-    help="Class id for mask pixels outside the class table.",
-    show_default="255; 65535 above 255 classes",
-)
-@click.option(
-    "--unknown-colors",
-    type=click.Choice(["ignore", "error"]),
-    default="ignore",
-    help="Unknown mask colours: map to --ignore-index, or stop.",
-)
+@declared_options([SIZE, *PLAN_OPTIONS])
 @format_options
-@click.option(
-    "--strict",
-    is_flag=True,
-    show_default="off",
-    help="Stop at the first input that cannot be packed.",
-)
-@click.option(
-    "--max-rejects",
-    type=click.IntRange(0),
-    help="Stop once more than this many inputs could not be packed.",
-    show_default="no limit",
-)
-@click.option(
-    "--engine",
-    type=click.Choice(tuple(engines.ENGINES)),
-    default="local",
-    help="Where the shard tasks run (local: a process pool on this machine).",
-)
-@click.option(
-    "--address",
-    help="ray: the cluster to join (auto, ray://HOST:PORT).",
-    show_default="start a local Ray",
-)
-@click.option(
-    "--ray-cpus",
-    type=click.IntRange(1),
-    help="ray: CPUs of the local Ray.",
-    show_default="--workers, else the cores",
-)
-@click.option(
-    "--retries",
-    type=click.IntRange(0),
-    default=3,
-    help="ray: tries again a shard task that failed (a lost worker, an I/O error).",
-)
-@click.option(
-    "--overwrite",
-    is_flag=True,
-    show_default="off",
-    help="Replace a different pack already in --out.",
-)
-@click.option(
-    "--update/--no-update",
-    default=True,
-    help="Re-pack the shards whose sources were added, removed or changed since a finished "
-    "pack (--no-update: leave it as it is and say what changed).",
-)
-@click.option(
-    "--force",
-    is_flag=True,
-    show_default="off",
-    help="Go ahead despite a safety check: an output that needs far more than the free "
-    "space, or the stale lock of a remote --out (its holder stopped renewing it).",
-)
+@declared_options([*RUN_OPTIONS, *engines.all_options()])
 @click.option(
     "--dry-run",
     is_flag=True,
     show_default="off",
     help="Show what would be packed and what would be rejected; write nothing.",
 )
-@click.option("--progress/--no-progress", default=True, help="Show a progress bar on a terminal.")
 @click.pass_context
-def pack_command(
-    ctx,
-    src,
-    out,
-    fmt,
-    workers,
-    engine,
-    overwrite,
-    update,
-    force,
-    dry_run,
-    progress,
-    strict,
-    max_rejects,
-    **options,
-) -> None:
-    engine_options = packing.engine_options_for(
-        engine, options.pop("address"), options.pop("ray_cpus"), options.pop("retries")
-    )
-    options["coco"] = options["coco"] or None
-    given = {k: options.pop(k) for k in FORMAT_OPTION_NAMES}
-    options.update({k: v for k, v in given.items() if v is not None})
+def pack_command(ctx, src, out, fmt, size, dry_run, **options) -> None:
+    options = {k: v for k, v in options.items() if v is not None}
+    options["coco"] = options.get("coco") or None
+    options["progress"] = options["progress"] and sys.stderr.isatty()  # no `\r` bar in a file
+    run = {o.name: options.pop(o.name) for o in RUN_OPTIONS if o.name in options}
+    engine_options = engines.options_for(run["engine"], options)
+    planned = {k: v for k, v in options.items() if k not in engines.option_names()}
     signal.signal(signal.SIGTERM, _terminated)
     command = command_line(ctx)
     try:
-        plan = packing.make_plan(src, out, fmt, options.pop("size"), **options)
+        plan = packing.make_plan(src, out, fmt, size, **planned)
         if dry_run:
             predicted = preflight.predict_rejections(
                 plan.scan.root, plan.scan.samples, plan.config.max_pixels
@@ -320,15 +114,8 @@ def pack_command(
             click.echo("\n".join(f"note: {n}" for n in plan.notes), err=True)
         data = packing.execute(
             plan,
-            workers,
-            overwrite,
-            progress and sys.stderr.isatty(),  # no bar of `\r` updates in a file or a pipe
-            strict,
-            max_rejects,
-            engine,
+            run,
             engine_options=engine_options,
-            update=update,
-            force=force,
             command=command,
             warn=lambda text: click.echo(f"warning: {text}", err=True),
         )

@@ -4,12 +4,14 @@ through the storage seam, and every registered format's own options."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import click
 
 from . import storage
 from .errors import PackError
 from .formats import FormatOption, all_options
+from .options import Option
 from .sources import parse_split_spec
 
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9}
@@ -97,3 +99,49 @@ def format_options(command):
     for spec, names in reversed(FORMAT_OPTIONS):
         command = _format_option(spec, names)(command)
     return command
+
+
+def _click_kind(option: Option) -> dict:
+    """How click reads an option's value, by its declared kind."""
+    kind = option.kind
+    if kind == "choice":
+        return {"type": click.Choice(option.choices)}
+    if kind == "int":
+        low, high = option.range or (None, None)
+        return {"type": click.IntRange(low, high) if (low, high) != (None, None) else int}
+    if kind in ("file", "folder"):
+        return {
+            "type": click.Path(
+                exists=True, dir_okay=kind == "folder", file_okay=kind == "file", path_type=Path
+            )
+        }
+    readers = {"size": size_option, "bytes": bytes_option, "split": split_option}
+    return {"callback": readers[kind]} if kind in readers else {}
+
+
+def declared_option(option: Option):
+    """The click option of one declared option (see `packer.options`)."""
+    name = option.name.replace("_", "-")
+    default = option.default if option.cli_default is None else option.cli_default
+    settings: dict = {"help": option.help, "default": default, **_click_kind(option)}
+    flags = [f"--{name}"]
+    if option.kind == "switch":
+        flags = [f"--{name}/--no-{name}"]
+    elif option.kind == "flag":
+        settings.update(is_flag=True, show_default="off")
+    if option.multiple:
+        settings.update(multiple=True, default=())
+    if option.shown is not None:
+        settings["show_default"] = option.shown
+    return click.option(*flags, option.name, **settings)
+
+
+def declared_options(options):
+    """Add `options` (declared `Option`s) to a command, in their order."""
+
+    def add(command):
+        for option in reversed(tuple(options)):
+            command = declared_option(option)(command)
+        return command
+
+    return add

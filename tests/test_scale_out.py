@@ -604,7 +604,7 @@ def test_cli_engine_ray_joins_a_running_ray_and_checks_its_options(
     assert done.returncode == 0, done.stderr
     assert digest(out) == GOLDEN["cls-npy"]
     wrong = cli("pack", src, "--out", str(tmp_path / "x"), "--address", "auto", *args)
-    assert wrong.returncode == 1 and "apply to --engine ray only" in wrong.stderr
+    assert wrong.returncode == 1 and "--address applies to --engine ray only" in wrong.stderr
     both = cli(
         "pack",
         src,

@@ -7,41 +7,38 @@ which is what makes shards byte-identical however and wherever they are written.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
-import inspect
 import json
 import os
 import random
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from types import SimpleNamespace
 
-from .. import formats, storage
+from .. import engines, formats, storage
 from ..errors import PackError
 from ..flags import flag, on_command_line
-from ..imaging import DEFAULT_MAX_PIXELS, Geometry
+from ..imaging import Geometry
 from ..labels import ClassTable, mask_dtype
+from ..options import refuse_unknown, resolve, with_signature
 from ..schema import fields_for, record_bytes
 from ..sources import AnnotationOptions, Sample, SourceScan, mask_files, mask_line, scan
 from .classes import class_mapping, class_table, relabelled
 from .convert import PackConfig
+from .options import PLAN_OPTIONS, RUN_OPTIONS
 from .placement import check_out
 from .preflight import default_size
 from .tasks import ChunkTask, ShardTask
 
-DEFAULT_SHARD_BYTES = 256 * 1000 * 1000
 CHUNK_BYTES = 8 << 20  # one worker task writes about this much; small enough to balance 2 cores
 MAX_CHUNK_SAMPLES = 256
 # Part of every fingerprint: raise it when the same options and sources would give other bytes
 # or statistics, so that a pack is never resumed across that change (2: channel statistics
 # sample ~32 centred rows per image).
 CONVERTER_REVISION = 2
-# What `packer.pack` takes besides make_plan's own arguments: how the plan is run.
-RUN_OPTIONS = ("workers", "engine", "overwrite", "progress", "strict", "max_rejects", "update")
-RUN_OPTIONS += ("force", "command")
 # Format options that only make sense with another option's value: name -> (option, values);
 # an error on the command line, a warning from Python.
 ONLY_WITH = {"quality": ("encoding", ("jpeg",))}
@@ -174,64 +171,45 @@ def make_plan(
     out: str | os.PathLike | None = None,
     format: str = "npy",
     size: tuple[int, int] | int | None = None,
-    *,
-    resize: str = "fill",
-    interpolation: str = "auto",
-    pad_value: int = 0,
-    seed: int = 0,
-    shard_size: int = DEFAULT_SHARD_BYTES,
-    split: dict[str, float] | None = None,
-    layout: str = "auto",
-    masks: str | os.PathLike | None = None,
-    mask_suffix: str | None = None,
-    classes: str | os.PathLike | None = None,
-    ignore_index: int | None = None,
-    unknown_colors: str = "ignore",
-    max_pixels: int = DEFAULT_MAX_PIXELS,
-    root: str | os.PathLike | None = None,
-    coco: str | os.PathLike | Mapping[str, str | os.PathLike] | None = None,
-    overlap: str = "ignore",
-    crowd: str = "ignore",
-    ignore_class: Iterable[str] | str = (),
-    class_map: str | os.PathLike | None = None,
-    **format_options,
+    **options,
 ) -> PackPlan:
     """Scan the source and decide shapes, classes, shards and the output folder.
 
-    `format_options` are the chosen format's own options (see its module's OPTIONS); any other
-    keyword is refused, with the nearest known name. `root` is the folder the relative paths
-    of a .lst/.csv list start from (default: the list's folder).
+    `options` are the plan's (`PLAN_OPTIONS`: resize, split, classes, coco, ignore_class, ...;
+    `help(make_plan)` lists them with their defaults) and the chosen format's own (see its
+    module's OPTIONS); any other keyword is refused, with the nearest known name.
     """
-    fmt_options = _format_options(format, format_options)
-    if shard_size <= 0:
-        raise PackError(f"{flag('shard_size', shard_size)}: must be a positive number of bytes")
+    declared = {o.name for o in PLAN_OPTIONS}
+    fmt_options = _format_options(format, {k: v for k, v in options.items() if k not in declared})
+    o = SimpleNamespace(**resolve(PLAN_OPTIONS, options))
+    if o.shard_size <= 0:
+        raise PackError(f"{flag('shard_size', o.shard_size)}: must be a positive number of bytes")
     for path in (src, out):
         if path is not None:
             storage.backend(path)  # a clear error for remote paths no backend handles
     if out is not None:
-        check_out(src, out, root=root, masks=masks)
+        check_out(src, out, root=o.root, masks=o.masks)
     output_size = _given_size(size)
     out_path = storage.as_path(out).expanduser() if out is not None else default_out(src, format)
-    annotations = AnnotationOptions.given(coco, overlap, crowd)
-    mapping = class_mapping(ignore_class, class_map)
+    annotations = AnnotationOptions.given(o.coco, o.overlap, o.crowd)
+    mapping = class_mapping(o.ignore_class, o.class_map)
     found = scan(
         src,
-        layout=layout,
-        masks=masks,
-        mask_suffix=mask_suffix,
-        split=split,
+        layout=o.layout,
+        masks=o.masks,
+        mask_suffix=o.mask_suffix,
+        split=o.split,
         exclude=[out_path],
-        root=root,
+        root=o.root,
         annotations=annotations,
     )
     notes = list(found.notes)
-    table = class_table(found, classes, layout, notes)
+    table = class_table(found, o.classes, o.layout, notes)
     if mapping:
         table = relabelled(found, table, mapping, notes)
+    ignore_index = o.ignore_index
     if ignore_index is None:
         ignore_index = 255 if table is None or len(table) <= 255 else 65535
-    if found.task == "segmentation" and not 0 <= ignore_index <= 65535:
-        raise PackError(f"{flag('ignore_index', ignore_index)} must be within 0..65535")
     if table is not None and found.task == "segmentation" and ignore_index < len(table):
         raise PackError(
             f"{flag('ignore_index', ignore_index)} is a class id "
@@ -239,26 +217,26 @@ def make_plan(
         )
     size_rule = None
     if output_size is None:
-        output_size, size_rule = default_size(found.root, found.samples, max_pixels)
-    geometry = Geometry(output_size, resize, interpolation, pad_value)
+        output_size, size_rule = default_size(found.root, found.samples, o.max_pixels)
+    geometry = Geometry(output_size, o.resize, o.interpolation, o.pad_value)
     fields = fields_for(found.task, geometry.size, mask_dtype(table and len(table), ignore_index))
-    options = {
+    recorded = {
         "format": format,
         "size": list(geometry.size),
-        "resize": resize,
-        "interpolation": interpolation,
-        "pad_value": pad_value,
-        "seed": seed,
-        "shard_size": shard_size,
-        "split": split,
-        "layout": layout,
-        "masks": masks and str(masks),
-        "mask_suffix": mask_suffix,
-        "classes": classes and str(classes),
+        "resize": o.resize,
+        "interpolation": o.interpolation,
+        "pad_value": o.pad_value,
+        "seed": o.seed,
+        "shard_size": o.shard_size,
+        "split": o.split,
+        "layout": o.layout,
+        "masks": o.masks and str(o.masks),
+        "mask_suffix": o.mask_suffix,
+        "classes": o.classes and str(o.classes),
         "ignore_index": ignore_index,
-        "unknown_colors": unknown_colors,
-        "max_pixels": max_pixels,
-        **({"root": str(root)} if root is not None else {}),  # only when given: old packs match
+        "unknown_colors": o.unknown_colors,
+        "max_pixels": o.max_pixels,
+        **({"root": str(o.root)} if o.root is not None else {}),  # only when given: old packs match
         **annotations.to_options(),
         **({"class_mapping": mapping.to_json()} if mapping else {}),
         **fmt_options,
@@ -272,25 +250,23 @@ def make_plan(
         fields=fields,
         table=table,
         ignore_index=ignore_index,
-        unknown_colors=unknown_colors,
-        max_pixels=max_pixels,
+        unknown_colors=o.unknown_colors,
+        max_pixels=o.max_pixels,
         format_options=fmt_options,
     )
-    shards = plan_shards(found.samples, seed, record_bytes(fields), shard_size)
-    fingerprint = _fingerprint(options, found)
-    return PackPlan(found, out_path, table, config, shards, options, fingerprint, notes, size_rule)
+    shards = plan_shards(found.samples, o.seed, record_bytes(fields), o.shard_size)
+    fingerprint = _fingerprint(recorded, found)
+    return PackPlan(found, out_path, table, config, shards, recorded, fingerprint, notes, size_rule)
+
+
+with_signature(make_plan, PLAN_OPTIONS)
 
 
 def check_keywords(given: Iterable[str]) -> None:
-    """Refuse keywords that neither make_plan, a format nor the run takes, with the nearest
-    known names, so a typo never passes silently as a format option."""
-    known = [p for p in inspect.signature(make_plan).parameters if p != "format_options"]
-    known += list(RUN_OPTIONS) + [spec.name for spec, _ in formats.all_options()]
-    for name in given:
-        if name not in known:
-            close = difflib.get_close_matches(name, known, n=1)
-            hint = f"; did you mean {' or '.join(close)}?" if close else ""
-            raise PackError(f"unknown option {name}{hint}")
+    """Refuse keywords that neither the plan, the run, an engine nor a format takes, with the
+    nearest known names, so a typo never passes silently as a format option."""
+    known = [o.name for o in (*PLAN_OPTIONS, *RUN_OPTIONS, *engines.all_options())]
+    refuse_unknown(given, [*known, "command", *(spec.name for spec, _ in formats.all_options())])
 
 
 def _given_size(size) -> tuple[int, int] | None:

@@ -16,18 +16,21 @@ import json
 import os
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from .. import __version__, engines, manifest, storage
 from ..errors import LockHeldError, PackError, StorageError
 from ..flags import flag
 from ..imaging import backend_versions
 from ..labels import ClassTable
+from ..options import resolve
 from ..storage.local import TMP_PREFIX
 from . import plan as planning
 from . import receipts, schedule, scratch, update, workdir
 from .convert import Converter
+from .options import RUN_OPTIONS
 from .plan import PackPlan
 from .tasks import ChunkResult
 from .update import Decision
@@ -39,30 +42,29 @@ SHARD_NAME_MARK = "-of-"  # in the name of every file a pack writes beside its s
 
 def execute(
     plan: PackPlan,
-    workers: int | None = None,
-    overwrite: bool = False,
-    progress: bool = False,
-    strict: bool = False,
-    max_rejects: int | None = None,
-    engine: str | engines.Engine = "local",
+    run: Mapping[str, Any] | None = None,
     *,
+    engine: str | engines.Engine | None = None,
     engine_options: dict | None = None,
-    update: bool = True,
-    force: bool = False,
     command: str | None = None,
     warn: Callable[[str], None] | None = None,
 ) -> dict:
     """Run a plan: lock OUT, pack the shards not already there, write the manifest.
 
-    `strict` stops at the first rejected input, `max_rejects` once more than that many are
-    rejected. Whatever stops a pack (those limits, a full disk, Ctrl-C) leaves the finished
-    shards in place and no temporary files, so the same command resumes it. A finished pack
-    whose sources changed is updated (only its stale shards packed again) unless `update` is
+    `run` holds the run's options (`RUN_OPTIONS`; defaults for those not given): `strict`
+    stops at the first rejected input, `max_rejects` once more than that many are rejected.
+    Whatever stops a pack (those limits, a full disk, Ctrl-C) leaves the finished shards in
+    place and no temporary files, so the same command resumes it. A finished pack whose
+    sources changed is updated (only its stale shards packed again) unless `update` is
     False. `force` packs even when the output clearly will not fit, and breaks a stale lock
-    (a remote OUT's lock object whose holder stopped renewing it); `command` is how the run
+    (a remote OUT's lock object whose holder stopped renewing it). `engine` may be an Engine
+    itself (else `run`'s engine name, built with `engine_options`); `command` is how the run
     was asked for (quoted if an unfinished pack has to be finished); `warn` receives warnings.
-    `engine` is a name (with `engine_options` for its constructor) or an Engine.
     """
+    o = resolve(RUN_OPTIONS, run or {})
+    workers, overwrite, progress = o["workers"], o["overwrite"], o["progress"]
+    strict, max_rejects, update, force = o["strict"], o["max_rejects"], o["update"], o["force"]
+    engine = o["engine"] if engine is None else engine
     if not plan.scan.samples:
         raise PackError(f"{plan.scan.root}: nothing to pack")
     runner = (
