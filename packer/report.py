@@ -116,18 +116,21 @@ def pack_summary(data: dict, plan: PackPlan) -> str:
     counts = {name: split["count"] for name, split in data["splits"].items()}
     total = sum(counts.values())
     run = data["run"]
-    rate = total / run["seconds"] if run["seconds"] else 0
+    packed = run.get("packed_samples", total)  # this run's: fewer after an update or resume
+    rate = packed / run["seconds"] if run["seconds"] else 0
     lines = []
     if run.get("update"):
         u = run["update"]
         sources = u["changed"] or u["added"] or u["removed"] or u["unrecorded"]
+        sources = sources or u.get("annotations")
         why = f"sources {u['text']}" if sources else "shard files were missing or cut short"
         lines.append(
             f"updated: {why}; packed {plural(u['packed_shards'], 'shard')} again, "
             f"kept {u['kept_shards']}"
         )
+    of = f" of {total}" if packed != total else ""
     lines.append(
-        f"packed {total} samples ("
+        f"packed {packed}{of} samples ("
         + ", ".join(f"{k} {v}" for k, v in counts.items())
         + f") in {run['seconds']:.1f} s ({rate:.0f} img/s, {plural(run['workers'], 'worker')})"
     )

@@ -652,3 +652,20 @@ def test_ctrl_c_cancels_ray_tasks_and_the_same_command_resumes(ray_cluster, many
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert manifest_hashes(out) == manifest_hashes(reference)
+
+
+def test_coco_from_s3_and_on_ray_gives_the_local_bytes(ray_cluster, s3, bucket, tmp_path):
+    """COCO JSON and images behind an s3:// URL, and the shard tasks on Ray, give the bytes
+    of a local pack of the same folder."""
+    from tests.coco_fixtures import make_coco
+
+    src = make_coco(tmp_path / "coco")
+    options = {"size": (40, 30), "resize": "none", "shard_size": 20_000}
+    packer.pack(src, tmp_path / "local", **options)
+    s3.fs.put(f"{src}/", f"{bucket}/coco/", recursive=True)
+    packer.pack(f"{bucket}/coco", tmp_path / "remote", workers=2, **options)
+    packer.pack(src, tmp_path / "ray", engine="ray", **options)
+    local = manifest_hashes(tmp_path / "local")
+    assert len(local) > 6
+    assert manifest_hashes(tmp_path / "remote") == local
+    assert manifest_hashes(tmp_path / "ray") == local

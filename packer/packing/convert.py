@@ -113,6 +113,8 @@ class Converter:
                         )
                 writer.write(record)
                 result.kept.append([sample.image, mask_key(sample.mask)])
+                if isinstance(sample.mask, MaskRecipe):
+                    result.annotations[sample.image] = sample.mask.digest
                 result.stats.add(record, backend)
         finally:
             read.close()
@@ -159,6 +161,7 @@ class Converter:
             "rejected": [r for c in results for r in c.rejected],
             "unknown": [u for c in results for u in c.unknown],
             "sources": dict(sorted((k, v) for c in results for k, v in c.sources.items())),
+            **_annotations(results),
         }
         text = json.dumps(receipt, ensure_ascii=False).encode()
         info = storage.write_atomic(  # last, and into OUT itself (a URL: one upload)
@@ -219,6 +222,12 @@ class Converter:
             raise ImageError(f"cannot read file: {exc.strerror or exc}") from exc
         states[rel] = [size, mtime_ns, hashlib.sha256(data).hexdigest()]
         return data
+
+
+def _annotations(results: list[ChunkResult]) -> dict:
+    """The receipt's `annotations` (image -> digest of its annotations), when there are any."""
+    found = dict(sorted((k, v) for c in results for k, v in c.annotations.items()))
+    return {"annotations": found} if found else {}
 
 
 def read_source(path: str) -> bytes:

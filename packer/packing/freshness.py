@@ -28,9 +28,11 @@ class SourceChanges:
     # files whose time moved but whose bytes did not: their fresh states, to record
     touched: dict[str, list] = field(default_factory=dict)
     unrecorded: bool = False  # the pack predates source records: nothing could be compared
+    annotations: list[str] = field(default_factory=list)  # images whose annotations changed
 
     def __bool__(self) -> bool:
-        return bool(self.changed or self.added or self.removed or self.unrecorded)
+        changed = self.changed or self.added or self.removed or self.annotations
+        return bool(changed or self.unrecorded)
 
     def describe(self) -> str:
         """`2 changed (a.png, b.png), 1 added (c.png)`, or why nothing could be compared."""
@@ -42,6 +44,11 @@ class SourceChanges:
                 parts.append(f"{len(paths)} {kind} ({_few(paths)})")
         if self.removed:
             parts.append(f"{len(self.removed)} removed ({_few(self.removed)})")
+        if self.annotations:
+            images = "image's" if len(self.annotations) == 1 else "images'"
+            parts.append(
+                f"{len(self.annotations)} {images} annotations changed ({_few(self.annotations)})"
+            )
         return ", ".join(parts) or "no source changed"
 
     def to_json(self) -> dict:
@@ -49,6 +56,7 @@ class SourceChanges:
             "changed": self.changed,
             "added": self.added,
             "removed": self.removed,
+            "annotations": self.annotations,
             "unrecorded": self.unrecorded,
         }
 

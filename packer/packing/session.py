@@ -231,6 +231,7 @@ class _Job:
             "workers": self.runner.workers,
             "seconds": round(time.perf_counter() - started, 3),
             "resumed_shards": len(done) if decision.action == "resume" else 0,
+            "packed_samples": sum(r["count"] for r in made),
             "libraries": backend_versions(),
         }
         if decision.action == "update":

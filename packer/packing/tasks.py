@@ -50,3 +50,5 @@ class ChunkResult:
     stats: ChunkStats = field(default_factory=ChunkStats)
     # source path -> [size, mtime_ns, sha256] as read (sha256 None: unreadable; None: missing)
     sources: dict[str, list | None] = field(default_factory=dict)
+    # image -> digest of its annotations, for masks drawn from annotations (COCO)
+    annotations: dict[str, str] = field(default_factory=dict)

@@ -15,6 +15,7 @@ from pathlib import Path
 from .. import __version__, manifest, storage
 from ..errors import ManifestError, PackError
 from ..flags import flag, name_of
+from ..sources import MaskRecipe
 from . import freshness, receipts, workdir
 from . import plan as planning
 from .freshness import SourceChanges
@@ -178,12 +179,27 @@ def _against_finished(out: Path, plan: PackPlan, old: dict, update: bool) -> Dec
         )
         changes.added = sorted(wanted.difference(recorded))
         changes.removed = sorted(set(recorded).difference(wanted))
+        changes.annotations = _changed_annotations(plan, loaded.values())
         candidates = receipts.finished(out, _planned(plan), loaded)
         changed = set(changes.changed)
         keep = {n: r for n, r in candidates.items() if not changed.intersection(r["sources"])}
     if not changes and len(keep) == len(plan.all_shards):
         return Decision("current", keep, changes, manifest=old)
     return Decision("update" if update else "stale", keep, changes, manifest=old)
+
+
+def _changed_annotations(plan: PackPlan, loaded) -> list[str]:
+    """Images whose annotations (their digest in the receipts) differ from the plan's."""
+    recorded: dict[str, str] = {}
+    for receipt in loaded:
+        recorded.update(receipt.get("annotations", {}))
+    if not recorded:
+        return []
+    return sorted(
+        s.image
+        for s in plan.scan.samples
+        if isinstance(s.mask, MaskRecipe) and recorded.get(s.image, s.mask.digest) != s.mask.digest
+    )
 
 
 def unfinished(out: Path) -> dict | None:

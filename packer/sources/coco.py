@@ -1,13 +1,126 @@
-"""Placeholder: the coco layout (being written)."""
+"""The COCO instances layout: `annotations/instances_<split>.json` beside `<split>/` images,
+or JSON files named with `--coco` for the images in SRC.
+
+Categories sorted by id become classes 1..K after `background` (0), as in torchvision's
+segmentation reference. Each image becomes a sample whose mask is a `CocoInstances` recipe
+holding that image's annotations only, so a worker never holds the index. Annotations that
+cannot be drawn reject their image with the annotation's id; an annotation of an image that
+is not listed is reported on its own.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from .. import storage
+from ..errors import LabelError, SourceError
+from ..flags import flag
+from .coco_files import JsonFile, class_table, found_files, image_files, read_json, split_name
+from .coco_masks import CocoInstances, shape_of
+from .model import AnnotationOptions, Found, Rejection, Tree
+from .recipes import digest_of
+
 NAME = "coco"
+LOOKED_FOR = "annotations/instances_<split>.json beside <split>/ image folders, or --coco FILE"
 
 
-def detect(tree, annotations):
-    return None
+def detect(tree: Tree, annotations: AnnotationOptions) -> str | None:
+    """Why the source is COCO instances (their JSON files, or --coco given), or None."""
+    if annotations.coco:
+        return "COCO instances: " + ", ".join(path for _, path in annotations.coco)
+    files = [f for f in found_files(tree, "instances") if f.stem in tree[""].dirs]
+    return "COCO instances: " + ", ".join(f.shown for f in files) if files else None
 
 
-def scan(root, tree, annotations):
-    raise NotImplementedError
+def scan(root: Path, tree: Tree, annotations: AnnotationOptions) -> Found:
+    """Every image of every instances JSON, with its annotations as a mask recipe."""
+    files = _given_files(annotations) if annotations.coco else _layout_files(root, tree)
+    found = Found(NAME, "segmentation", LOOKED_FOR, split_origin="COCO annotation files")
+    loaded = [(file, read_json(root, file)) for file in files]
+    found.table, classes = class_table([(f, d["categories"]) for f, d in loaded], background=True)
+    counts = []
+    for file, data in loaded:
+        folder = "" if annotations.coco else file.stem
+        images = image_files(data, file, tree, folder, found.rejected)
+        per_image = _annotations_by_image(data, file, found.rejected)
+        for image_id, (rel, height, width) in images.items():
+            mine = per_image.get(image_id, [])
+            try:
+                shapes = tuple(shape_of(a, _class_of(a, classes), height, width) for a in mine)
+            except LabelError as exc:
+                found.rejected.append(Rejection(rel, str(exc)))
+                continue
+            recipe = CocoInstances(
+                file.shown,
+                image_id,
+                height,
+                width,
+                shapes,
+                digest_of(
+                    [
+                        [a.get(k) for k in ("id", "category_id", "iscrowd", "segmentation")]
+                        for a in mine
+                    ]
+                ),
+                annotations.overlap,
+                annotations.crowd,
+            )
+            found.items.append((rel, file.split, recipe, None))
+        listed = len(data.get("annotations", []))
+        counts.append(f"{file.shown}, {len(images):,} images, {listed:,} annotations")
+    found.why = "COCO instances: " + "; ".join(counts)
+    _note_panoptic(tree, found)
+    return found
+
+
+def _layout_files(root: Path, tree: Tree) -> list[JsonFile]:
+    """The instances JSONs whose image folder is there; an error when there is none."""
+    files = [f for f in found_files(tree, "instances") if f.stem in tree[""].dirs]
+    if not files:
+        raise SourceError(
+            f"{flag('layout', NAME)}: {root} has no COCO instances layout (looked for {LOOKED_FOR})"
+        )
+    return files
+
+
+def _given_files(annotations: AnnotationOptions) -> list[JsonFile]:
+    """--coco files: split as given, else from the file name (instances_val2017 -> val)."""
+    files, splits = [], set()
+    for split, path in annotations.coco:
+        location = storage.as_path(path).expanduser()
+        location = location if storage.is_url(location) else location.resolve()
+        stem = location.stem.removeprefix("instances_")
+        name = split or (split_name(stem) if stem != location.stem else "train")
+        if name in splits:
+            raise SourceError(f"two {flag('coco')} files for split {name!r}: name each split")
+        splits.add(name)
+        files.append(JsonFile(location, str(path), name, stem))
+    return files
+
+
+def _annotations_by_image(data: dict, file: JsonFile, rejected: list[Rejection]) -> dict:
+    """image id -> its annotations in the file's order; those of unlisted images reported."""
+    listed = {image.get("id") for image in data["images"] if isinstance(image, dict)}
+    found: dict = {}
+    for a in data.get("annotations", []):
+        image_id = a.get("image_id") if isinstance(a, dict) else None
+        if image_id not in listed:
+            where = f"{file.shown}#annotation {a.get('id') if isinstance(a, dict) else '?'}"
+            rejected.append(Rejection(where, f"image_id {image_id} is not in images"))
+            continue
+        found.setdefault(image_id, []).append(a)
+    return found
+
+
+def _class_of(annotation: dict, classes: dict[int, int]) -> int:
+    category = annotation.get("category_id")
+    if category not in classes:
+        raise LabelError(
+            f"annotation {annotation.get('id')}: category {category} is not in categories"
+        )
+    return classes[category]
+
+
+def _note_panoptic(tree: Tree, found: Found) -> None:
+    if found_files(tree, "panoptic"):
+        found.why += " (panoptic JSONs too: --layout coco-panoptic packs those)"

@@ -148,7 +148,7 @@ def _dataset_layout(
         if why is None and name != layout:
             continue
         found = module.scan(root, tree, annotations)
-        found.why = why or f"{flag('layout', name)} as asked"
+        found.why = found.why or why or f"{flag('layout', name)} as asked"
         return found
     return None
 

@@ -24,22 +24,18 @@ Reader = Callable[[str], bytes]
 class MaskRecipe:
     """Base of the mask recipes: what a sample's mask is made from and how.
 
-    Subclasses are frozen dataclasses whose fields are plain data (picklable, hashable):
-    `source` (the annotation file, relative to the source root), `files` (source files read
-    to make the pixels), and `pixels` (class ids at the image's own size).
+    Subclasses are frozen dataclasses whose fields are plain data (picklable): `source` (the
+    annotation file, relative to the source root), `digest`, `files` (source files read to
+    make the pixels), and `pixels` (class ids at the image's own size).
     """
 
     source: str
+    digest: str  # a short hash of everything the pixels depend on besides the files read
     files: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
         """Where the annotations come from, as the manifest's provenance shows it."""
-        raise NotImplementedError
-
-    @property
-    def digest(self) -> str:
-        """A short hash of everything the pixels depend on besides the files read."""
         raise NotImplementedError
 
     def pixels(self, read: Reader, size: tuple[int, int], ignore_index: int) -> np.ndarray:
