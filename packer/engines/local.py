@@ -8,6 +8,7 @@ the parent and runs OpenCV on one thread (the pool is the parallelism).
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import signal
@@ -34,6 +35,11 @@ class LocalEngine:
     def start(self, converter: Any) -> None:
         context = multiprocessing.get_context(start_method())
         self._spawned = context.get_start_method() != "fork"
+        if not self._spawned:
+            # A forked worker's garbage collector would walk the parent's objects (a plan of
+            # a million samples with their annotations) and copy every page it touches:
+            # frozen, they are left alone and stay shared.
+            gc.freeze()
         self._pool = ProcessPoolExecutor(
             self.workers,
             mp_context=context,
@@ -50,6 +56,7 @@ class LocalEngine:
     def stop(self, cancel: bool = False) -> None:
         if self._pool is None:
             return
+        gc.unfreeze()
         if cancel:
             _kill(self._pool)
         self._pool.shutdown(wait=True, cancel_futures=True)

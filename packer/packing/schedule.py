@@ -89,7 +89,11 @@ def _by_chunks(engine: Engine, shards: list[ShardTask], bar, on_chunk) -> list[d
             pending[outcome.shard] -= 1
             if pending[outcome.shard] == 0:
                 task = by_name[outcome.shard]
-                running.add(engine.submit("finalize_shard", task, results.pop(outcome.shard)))
+                running.add(
+                    engine.submit(
+                        "finalize_shard", task.without_samples(), results.pop(outcome.shard)
+                    )
+                )
         _top_up(engine, running, queued, window)
     return receipts
 

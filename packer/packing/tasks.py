@@ -7,7 +7,7 @@ done is finalised from the task and those results. No message ever carries pixel
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..sources import Sample
 from .stats import ChunkStats
@@ -36,6 +36,11 @@ class ShardTask:
     @property
     def count(self) -> int:
         return sum(len(c.samples) for c in self.chunks)
+
+    def without_samples(self) -> ShardTask:
+        """The shard as finalising it needs it: its chunks' samples (and their annotations)
+        stay behind rather than travel to the worker again."""
+        return replace(self, chunks=())
 
 
 @dataclass

@@ -14,6 +14,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass
 
+import cv2
 import numpy as np
 
 from ..errors import LabelError
@@ -52,9 +53,8 @@ def shape_of(annotation: dict, class_id: int, height: int, width: int) -> Shape:
     return (int(aid) if aid is not None else -1, class_id, crowd, seg)
 
 
-def instance_masks(shapes: tuple[Shape, ...], height: int, width: int) -> np.ndarray:
-    """Each instance's pixels, (H, W, N) uint8 0/1, drawn as pycocotools' `annToMask` draws
-    them, decoded in one call."""
+def instance_rles(shapes: tuple[Shape, ...], height: int, width: int) -> list[dict]:
+    """Each instance as a pycocotools RLE, made as `COCO.annToRLE` makes it."""
     from pycocotools import mask as coco_mask  # loaded where masks are drawn: the workers
 
     rles = []
@@ -67,9 +67,40 @@ def instance_masks(shapes: tuple[Shape, ...], height: int, width: int) -> np.nda
         else:
             uncompressed = {"size": list(seg[1]), "counts": list(seg[2])}
             rles.append(coco_mask.frPyObjects(uncompressed, height, width))
+    return rles
+
+
+def decoded(rles: list[dict]) -> np.ndarray:
+    """RLEs as (N, W, H) uint8 0/1 planes in C order: pycocotools decodes column by column,
+    so its (H, W, N) Fortran-ordered result is that, each plane contiguous."""
+    from pycocotools import mask as coco_mask
+
     with warnings.catch_warnings():  # pycocotools' decode under NumPy 2 warns of a copy
         warnings.simplefilter("ignore", DeprecationWarning)
-        return coco_mask.decode(rles)
+        return coco_mask.decode(rles).transpose(2, 1, 0)
+
+
+def class_planes(shapes: tuple[Shape, ...], rles: list[dict], crowd: str) -> tuple[list, list]:
+    """torchvision's rule in run-length form: one RLE per class present (the union of its
+    instances) and one of the pixels to ignore (covered twice or more, or a crowd), so that
+    only those are decoded, not every instance."""
+    from pycocotools import mask as coco_mask
+
+    union = overlap = None
+    by_class: dict[int, list] = {}
+    ignored = []
+    for (_, class_id, is_crowd, _), rle in zip(shapes, rles, strict=True):
+        if is_crowd and crowd == "ignore":
+            ignored.append(rle)
+            continue
+        if union is not None:
+            twice = coco_mask.merge([union, rle], intersect=True)
+            overlap = twice if overlap is None else coco_mask.merge([overlap, twice])
+        union = rle if union is None else coco_mask.merge([union, rle])
+        by_class.setdefault(class_id, []).append(rle)
+    ignored += [overlap] if overlap is not None else []
+    planes = [coco_mask.merge(v) for v in by_class.values()]
+    return list(by_class), planes + ([coco_mask.merge(ignored)] if ignored else [])
 
 
 @dataclass(frozen=True)
@@ -92,24 +123,31 @@ class CocoInstances(MaskRecipe):
 
     def pixels(self, read: Reader, size: tuple[int, int], ignore_index: int) -> np.ndarray:
         dtype = np.uint8 if ignore_index <= 255 else np.uint16
-        target = np.zeros((self.height, self.width), dtype)
         if not self.shapes:
-            return target
-        covered = np.zeros((self.height, self.width), np.uint8)
-        crowds = np.zeros((self.height, self.width), bool)
-        masks = instance_masks(self.shapes, self.height, self.width).astype(bool)
-        for k, (_, class_id, crowd, _) in enumerate(self.shapes):
-            mask = masks[..., k]
-            if crowd and self.crowd == "ignore":
-                crowds |= mask
-            elif self.overlap == "last":
-                target[mask] = class_id
-            else:
-                np.maximum(target, mask * dtype(class_id), out=target)
-                covered += mask
-        if self.overlap != "last":
-            target[covered > 1] = ignore_index
-        target[crowds] = ignore_index
+            return np.zeros((self.height, self.width), dtype)
+        rles = instance_rles(self.shapes, self.height, self.width)
+        if self.overlap == "last":
+            target = self._last_wins(rles, dtype, ignore_index)
+        else:
+            classes, planes = class_planes(self.shapes, rles, self.crowd)
+            masks = decoded(planes)  # (classes [+ ignored], W, H)
+            values = np.array(classes, dtype)[:, None, None]
+            target = (masks[: len(classes)] * values).max(axis=0, initial=0)
+            if len(planes) > len(classes):
+                target[masks[-1].astype(bool)] = ignore_index
+        return cv2.transpose(target)  # (W, H) -> (H, W), C order
+
+    def _last_wins(self, rles: list[dict], dtype: type, ignore_index: int) -> np.ndarray:
+        """Each pixel takes the class of the last instance (in file order) covering it."""
+        masks = decoded(rles)
+        classes = np.array([s[1] for s in self.shapes], dtype)
+        crowds = np.array([s[2] for s in self.shapes]) & (self.crowd == "ignore")
+        drawn = masks[~crowds]
+        order = np.arange(1, len(drawn) + 1, dtype=np.uint16)[:, None, None]
+        last = (drawn * order).max(axis=0, initial=0)
+        target = np.concatenate([[0], classes[~crowds]]).astype(dtype)[last]
+        if crowds.any():
+            target[masks[crowds].any(axis=0)] = ignore_index
         return target
 
 
