@@ -544,3 +544,34 @@ def test_info_shows_the_ignore_share_more_and_json_details(tmp_path):
     assert "... and 2 more (info --json lists them all)" in text
     details = json.loads(cli("info", tmp_path / "out", "--json").output)["unknown_labels"]
     assert len(details) == 12 and details[0]["values"] == {"colour (1,2,3)": 4}
+
+
+def test_the_readme_keras_loss_and_metric_train_a_conv_head_and_leave_ignore_pixels_out(
+    tmp_path,
+):
+    """The README's loss and metric lines, run as written on a raw convolution head: a step
+    trains, and the metric is the same whatever the model says on ignore pixels."""
+    import keras
+
+    text = README.read_text()
+    lines = [
+        line
+        for line in re.search(r"```python\nimport keras\n(.*?)```", text, re.S)[1].splitlines()
+        if line.startswith(("loss = ", "miou = "))
+    ]
+    assert len(lines) == 2
+    src = make_segmentation(tmp_path / "src", {"train": 4}, (32, 24))
+    ds = packer.pack(src, out=tmp_path / "out", size=(32, 24))
+    scope: dict = {"keras": keras, "ds": ds}
+    exec("\n".join(lines), scope)
+    model = keras.Sequential([keras.Input((24, 32, 3)), keras.layers.Conv2D(len(ds.classes), 1)])
+    model.compile(optimizer="adam", loss=scope["loss"], metrics=[scope["miou"]])
+    seq = packer.keras.PackedSequence(tmp_path / "out", batch_size=4)
+    history = model.fit(seq, epochs=1, verbose=0)
+    assert np.isfinite(history.history["loss"][0])
+    miou = scope["miou"]
+    y_true = np.array([[0, 1, 255]])
+    for guess in (0, 3):  # anything at the ignored pixel
+        miou.reset_state()
+        miou.update_state(y_true, np.eye(len(ds.classes))[[0, 1, guess]][None])
+        assert float(miou.result()) == pytest.approx(1.0)
