@@ -31,7 +31,11 @@ def plural(count: int, noun: str) -> str:
 
 def reason_kind(reason: str) -> str:
     """A reason without its details (the part after a colon, parentheses, numbers on their
-    own), so that like rejections group together; names with digits in them stay whole."""
+    own), so that like rejections group together; names with digits in them stay whole.
+    An annotation's or segment's id (`annotation 7: ...`) gives way to what is wrong with it."""
+    item = re.match(r"(annotation|segment) [^\s:]+: ", reason)
+    if item:
+        return f"{item[1]}: {reason_kind(reason[item.end() :])}"
     kind = re.sub(r"\s*\([^()]*\)", "", reason.split(":")[0])
     numbers = r"(?<![\w.])\d+(?:x\d+)?(?![\w.])"  # 12, 480x352; not R0_f1 or v1.2
     return re.sub(numbers, lambda m: re.sub(r"\d+", "N", m[0]), kind).strip()

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from PIL import Image
 
 import packer
 from packer.cli import pack_command
@@ -29,6 +30,8 @@ from tests.test_reliability import finished_shards, pack_cmd, wait_for_receipts
 
 W, H = SIZE
 EXACT = {"size": SIZE, "resize": "none"}
+# pycocotools' decode under NumPy 2 (the reference masks drawn here) warns of a copy
+pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
 
 
 @pytest.fixture(scope="module")
@@ -192,8 +195,9 @@ def test_detection_dry_run_and_never_classification(coco_src, tmp_path):
 
 
 def broken_coco(root: Path) -> Path:
-    """One good image and one per way an annotation can fail; an image file missing."""
-    names = write_images(root / "train2017", 6)
+    """Two good images and one per way an annotation can fail; an image file missing; an
+    image whose images entry gives another size than its file."""
+    names = write_images(root / "train2017", 8)
     per_image = [
         [(1, [box(2, 2, 20, 20)], 0)],
         [(1, [[1.0, 1.0, 5.0, 5.0]], 0)],  # a polygon of 2 points
@@ -201,8 +205,11 @@ def broken_coco(root: Path) -> Path:
         [(99, [disc(10, 10, 4)], 0)],  # a category missing from categories
         [(1, {"counts": "x"}, 0)],  # no size: no segmentation
         [],
+        [(1, [box(2, 2, 9, 9)], 0)],
+        [(1, [], 0)],  # an empty segmentation (a box-only export) draws nothing
     ]
     data = instances_json(names, per_image)
+    data["images"][6]["width"] = W + 1
     data["annotations"].append({**data["annotations"][0], "id": 77, "image_id": 999})
     (root / "train2017" / names[5]).unlink()
     (root / "annotations").mkdir()
@@ -214,8 +221,10 @@ def test_annotations_that_cannot_be_drawn_are_reported_never_a_crash(tmp_path):
     src = broken_coco(tmp_path / "src")
     dry = CliRunner().invoke(pack_command, [str(src), "--dry-run"])
     assert dry.exit_code == 0, dry.output
+    assert "annotation: a polygon of N points" in dry.output  # grouped by what is wrong
     ds = packer.pack(src, tmp_path / "out", **EXACT)
-    assert ds["train"].count == 1
+    assert ds["train"].count == 2
+    assert not masks_by_image(ds, "train")["000000000007.jpg"].any()
     reasons = {r["path"]: r["reason"] for r in ds.manifest["rejected"]}
     assert reasons == {
         "train2017/000000000001.jpg": "annotation 2: a polygon of 2 points (3 or more)",
@@ -226,9 +235,36 @@ def test_annotations_that_cannot_be_drawn_are_reported_never_a_crash(tmp_path):
             "no such image file (listed in annotations/instances_train2017.json)"
         ),
         "annotations/instances_train2017.json#annotation 77": "image_id 999 is not in images",
+        "annotations/instances_train2017.json#106": (
+            "its images entry says 41x30 pixels, the image file is 40x30"
+        ),
     }
     for path in reasons:
-        assert path in dry.output
+        if "#106" not in path:  # found only when drawn
+            assert path in dry.output
+
+
+def test_splits_must_agree_on_categories(tmp_path):
+    src = make_coco(tmp_path / "src")
+    path = src / "annotations" / "instances_val2017.json"
+    data = json.loads(path.read_text())
+    data["categories"][0]["name"] = "human"
+    path.write_text(json.dumps(data))
+    result = CliRunner().invoke(pack_command, [str(src), "--dry-run"])
+    assert result.exit_code == 1 and result.output.count("\n") == 1, result.output
+    assert "list different categories" in result.output
+
+
+def test_one_coco_file_names_its_split_or_is_train(coco_src, tmp_path):
+    plain = tmp_path / "labels.json"
+    shutil.copy(coco_src / "annotations" / "instances_val2017.json", plain)
+    images = str(coco_src / "val2017")
+    dry = CliRunner().invoke(pack_command, [images, "--coco", str(plain), "--dry-run"])
+    assert dry.exit_code == 0 and "split train: 3 samples" in dry.output, dry.output
+    twice = CliRunner().invoke(
+        pack_command, [images, "--coco", str(plain), "--coco", str(plain), "--dry-run"]
+    )
+    assert twice.exit_code == 1 and "two --coco files for split 'train'" in twice.output
 
 
 def test_panoptic_segments_become_their_categories(tmp_path):
@@ -242,6 +278,41 @@ def test_panoptic_segments_become_their_categories(tmp_path):
     both = make_coco(root)  # instances beside panoptic: instances win, and say so
     dry = CliRunner().invoke(pack_command, [str(both), "--dry-run"]).output
     assert "COCO instances" in dry and "--layout coco-panoptic packs those" in dry
+    forced = packer.pack(both, tmp_path / "forced", layout="coco-panoptic", **EXACT)
+    assert forced.manifest["source"]["layout"] == "coco-panoptic"
+    assert manifest_hashes(tmp_path / "forced") == manifest_hashes(tmp_path / "out")
+
+
+def test_panoptic_crowds_as_class_and_what_it_rejects(tmp_path):
+    root, expected = make_panoptic(tmp_path / "pan")
+    ds = packer.pack(root, tmp_path / "crowd", crowd="class", **EXACT)
+    png = np.asarray(Image.open(root / "annotations/panoptic_train2017/000000000000.png"))
+    ids = png.astype(np.int64) @ np.array([1, 256, 65536])
+    data = json.loads((root / "annotations/panoptic_train2017.json").read_text())
+    crowd = next(s for s in data["annotations"][0]["segments_info"] if s["iscrowd"])
+    want = expected["000000000000.jpg"].copy()
+    want[ids == crowd["id"]] = 1  # car, the crowd's category
+    np.testing.assert_array_equal(masks_by_image(ds, "train")["000000000000.jpg"], want)
+    entries = data["annotations"]
+    entries[1]["segments_info"][0]["category_id"] = 99
+    unknown = entries[1]["segments_info"][0]["id"]
+    (root / "annotations/panoptic_train2017" / entries[2]["file_name"]).unlink()
+    entries[3]["image_id"] = 999  # its image is then listed without segments
+    data["annotations"] = entries[:4]  # image 104 is listed without segments too
+    (root / "annotations/panoptic_train2017.json").write_text(json.dumps(data))
+    ds = packer.pack(root, tmp_path / "bad", **EXACT)
+    assert ds["train"].count == 1
+    reasons = {r["path"]: r["reason"] for r in ds.manifest["rejected"]}
+    shown = "annotations/panoptic_train2017.json"
+    assert reasons == {
+        "train2017/000000000001.jpg": f"segment {unknown}: category 99 is not in categories",
+        "train2017/000000000002.jpg": (
+            "no panoptic PNG annotations/panoptic_train2017/000000000002.png"
+        ),
+        "train2017/000000000003.jpg": f"no segments for it in {shown}",
+        "train2017/000000000004.jpg": f"no segments for it in {shown}",
+        f"{shown}#image 999": "image_id is not in images",
+    }
 
 
 def test_workers_give_the_same_bytes(coco_src, tmp_path):
@@ -282,6 +353,7 @@ def test_editing_one_images_annotations_repacks_only_its_shard(tmp_path):
     changed = {Path(p).name.split(".")[0] for p in after if after[p] != before.get(p)}
     assert len(changed) == 1
     ds = packer.open(tmp_path / "out")
+    assert ds.manifest["run"]["update"]["annotations"] == ["train2017/000000000000.jpg"]
     anns = annotations_of(path)
     for name, mask in masks_by_image(ds, "train").items():
         np.testing.assert_array_equal(mask, torchvision_target(anns[name], H, W))

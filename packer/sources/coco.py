@@ -45,8 +45,9 @@ def scan(root: Path, tree: Tree, annotations: AnnotationOptions) -> Found:
         per_image = _annotations_by_image(data, file, found.rejected)
         for image_id, (rel, height, width) in images.items():
             mine = per_image.get(image_id, [])
+            drawn = [a for a in mine if a.get("segmentation") != []]  # [] draws nothing
             try:
-                shapes = tuple(shape_of(a, _class_of(a, classes), height, width) for a in mine)
+                shapes = tuple(shape_of(a, _class_of(a, classes), height, width) for a in drawn)
             except LabelError as exc:
                 found.rejected.append(Rejection(rel, str(exc)))
                 continue
@@ -57,7 +58,8 @@ def scan(root: Path, tree: Tree, annotations: AnnotationOptions) -> Found:
                 width,
                 shapes,
                 digest_of(
-                    [
+                    [height, width]
+                    + [
                         [a.get(k) for k in ("id", "category_id", "iscrowd", "segmentation")]
                         for a in mine
                     ]

@@ -6,7 +6,11 @@ is), then combined as torchvision's segmentation reference does (`ConvertCocoPol
 each pixel takes the class of the instance covering it; pixels covered by two or more
 instances become the ignore index. `overlap="last"` lets the later annotation (in the
 file's order) win instead; crowd regions become the ignore index, or with `crowd="class"`
-count as instances of their category (torchvision's own behaviour).
+count as instances of their category (torchvision's own behaviour). In full, with `masks`
+the non-crowd instances' 0/1 planes and `cats` their classes 1..K:
+`target = (masks * cats).max(0)`, `target[masks.sum(0) > 1] = ignore`,
+`target[union of crowds] = ignore`. An annotation whose segmentation is an empty list draws
+nothing, as torchvision's `convert_coco_poly_to_mask` makes it an empty plane.
 """
 
 from __future__ import annotations
@@ -122,6 +126,11 @@ class CocoInstances(MaskRecipe):
         return f"{self.source}#{self.image_id}"
 
     def pixels(self, read: Reader, size: tuple[int, int], ignore_index: int) -> np.ndarray:
+        if size != (self.width, self.height):
+            raise LabelError(
+                f"its images entry says {self.width}x{self.height} pixels, the image file is "
+                f"{size[0]}x{size[1]}"
+            )
         dtype = np.uint8 if ignore_index <= 255 else np.uint16
         if not self.shapes:
             return np.zeros((self.height, self.width), dtype)

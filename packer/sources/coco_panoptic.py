@@ -48,12 +48,17 @@ def scan(root: Path, tree: Tree, annotations: AnnotationOptions) -> Found:
         images = image_files(data, file, tree, file.stem, found.rejected)
         pngs = join(ANNOTATIONS, f"panoptic_{file.stem}")
         segments = 0
-        for entry in data.get("annotations", []):
+        entries = data.get("annotations", [])
+        _note_unsegmented(images, entries, file, found.rejected)
+        listed = {i.get("id") for i in data["images"] if isinstance(i, dict)}
+        for entry in entries:
+            entry = entry if isinstance(entry, dict) else {}
             image = images.get(entry.get("image_id"))
             png = join(pngs, str(entry.get("file_name")))
-            if image is None:
-                where = f"{file.shown}#image {entry.get('image_id')}"
-                found.rejected.append(Rejection(where, "its image is missing or not listed"))
+            if image is None:  # a listed image without its file is rejected already
+                if entry.get("image_id") not in listed:
+                    where = f"{file.shown}#image {entry.get('image_id')}"
+                    found.rejected.append(Rejection(where, "image_id is not in images"))
                 continue
             if entry.get("file_name") not in tree[pngs].files:
                 found.rejected.append(Rejection(image[0], f"no panoptic PNG {png}"))
@@ -83,15 +88,26 @@ def _files(tree: Tree) -> list[JsonFile]:
     ]
 
 
+def _note_unsegmented(
+    images: dict, entries: list, file: JsonFile, rejected: list[Rejection]
+) -> None:
+    """Listed images that no annotations entry segments are rejected, not lost unseen."""
+    segmented = {entry.get("image_id") for entry in entries}
+    for image_id, (rel, _, _) in images.items():
+        if image_id not in segmented:
+            rejected.append(Rejection(rel, f"no segments for it in {file.shown}"))
+
+
 def _segments(info: list, classes: dict[int, int], crowd: str) -> tuple[tuple[int, int], ...]:
     """(segment id, class id or IGNORED) sorted by id; ValueError for an unknown category."""
     mapped = []
     for segment in info:
-        category = segment.get("category_id")
+        segment = segment if isinstance(segment, dict) else {}
+        category, sid = segment.get("category_id"), segment.get("id")
+        if not isinstance(sid, int) or sid < 1:
+            raise ValueError(f"segment {sid}: needs an id from 1 to 256^3 - 1")
         if category not in classes:
-            raise ValueError(
-                f"segment {segment.get('id')}: category {category} is not in categories"
-            )
+            raise ValueError(f"segment {sid}: category {category} is not in categories")
         ignored = segment.get("iscrowd", 0) and crowd == "ignore"
-        mapped.append((int(segment["id"]), IGNORED if ignored else classes[category]))
+        mapped.append((sid, IGNORED if ignored else classes[category]))
     return tuple(sorted(mapped))
