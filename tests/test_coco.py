@@ -179,6 +179,21 @@ def test_coco_flag_names_the_json_for_a_folder_of_images(coco_src, tmp_path):
     assert {n: s.count for n, s in two.splits.items()} == {"train": 7, "val": 3}
 
 
+def test_coco_json_by_url_or_relative_to_the_working_folder(coco_src, tmp_path, monkeypatch):
+    import fsspec
+
+    data = (coco_src / "annotations" / "instances_val2017.json").read_bytes()
+    fsspec.filesystem("memory").pipe("/coco-test/instances_val2017.json", data)
+    (tmp_path / "val.json").write_bytes(data)
+    monkeypatch.chdir(tmp_path)
+    anns = annotations_of(coco_src / "annotations" / "instances_val2017.json")
+    for given, out in (("memory://coco-test/instances_val2017.json", "url"), ("val.json", "rel")):
+        ds = packer.pack(coco_src / "val2017", tmp_path / out, coco={"val": given}, **EXACT)
+        assert ds.manifest["rejected"] == []
+        for name, mask in masks_by_image(ds, "val").items():
+            np.testing.assert_array_equal(mask, torchvision_target(anns[name], H, W), name)
+
+
 def test_detection_dry_run_and_never_classification(coco_src, tmp_path):
     result = CliRunner().invoke(pack_command, [str(coco_src), "--dry-run"])
     assert result.exit_code == 0, result.output
