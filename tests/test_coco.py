@@ -204,6 +204,8 @@ def test_detection_dry_run_and_never_classification(coco_src, tmp_path):
     lost = tmp_path / "lost"
     shutil.copytree(coco_src, lost)
     shutil.rmtree(lost / "val2017")
+    half = CliRunner().invoke(pack_command, [str(lost), "--dry-run"]).output
+    assert "annotations/instances_val2017.json: no val2017/ image folder" in half
     (lost / "annotations" / "instances_train2017.json").rename(lost / "annotations" / "x.json")
     refused = CliRunner().invoke(pack_command, [str(lost), "--dry-run"])
     assert refused.exit_code == 1 and "holds annotations/ but matches no" in refused.output

@@ -72,6 +72,12 @@ def scan(root: Path, tree: Tree, annotations: AnnotationOptions) -> Found:
         counts.append(f"{file.shown}, {len(images):,} images, {listed:,} annotations")
     found.why = "COCO instances: " + "; ".join(counts)
     _note_panoptic(tree, found)
+    if not annotations.coco:
+        found.notes += [
+            f"{f.shown}: no {f.stem}/ image folder beside annotations/, not packed"
+            for f in found_files(tree, "instances")
+            if f.stem not in tree[""].dirs
+        ]
     return found
 
 
