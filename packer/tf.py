@@ -1,14 +1,15 @@
 """`packer.tf.dataset`: a `tf.data.Dataset` of `(images, targets)` batches over any pack.
 
-Two sources feed the same in-graph tail (normalisation and one-hot with the NumPy readers'
-semantics, then prefetch):
+Two sources end in the same in-graph work (normalisation and one-hot with the NumPy readers'
+semantics) and a prefetch:
 
 - streamed (tfrecord packs, the default there): shard files, split per input pipeline, are
   interleaved; records go through a shuffle buffer, are batched first and then parsed,
   decoded and reshaped in one vectorised step per batch.
 - random access (npy and recordio packs; uncompressed tfrecord with `stream=False`): shuffled
-  batches of sample indices, each read by the format's shard readers in one
-  `tf.numpy_function` into 64-byte aligned arrays that TensorFlow adopts without a copy.
+  batches of sample indices, each read by the format's shard readers in the pipeline's one
+  `tf.numpy_function` (see tf_indexed: a new iterator, one per Keras epoch, costs a few
+  milliseconds per function in the pipeline).
 
 Multi-worker training gives each input pipeline its share through `tf.distribute`:
 
@@ -29,21 +30,16 @@ streamed pipeline is tf.data's own: checkpoint its iterator with `tf.train.Check
 from __future__ import annotations
 
 import os
-import secrets
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
 import tensorflow as tf
 
-from .augment import Augment, tf_exec
+from .augment import Augment
 from .formats import tfrecord
 from .reading.dataset import Split, open_dataset
-from .reading.loader import Loader
-from .reading.position import Pass
 from .reading.transforms import BatchTransform
-from .schema import Field
+from .tf_indexed import indexed
 
 Decoder = Callable[[tf.Tensor], dict[str, tf.Tensor]]
 
@@ -151,15 +147,17 @@ def dataset(
         pipeline,
         uneven,
     )
-    batches, decode, position = (
-        (*_records(part, order), None) if stream else _indices(path, split, order, start, cache_dir)
-    )
     transform = BatchTransform(part.dataset.manifest, normalize, one_hot)
-    batches = batches.map(
-        lambda batch: transform.tf_apply(_augmented(augment, decode(batch), batch)),
-        num_parallel_calls=tf.data.AUTOTUNE,
-        deterministic=order.deterministic,
-    )
+    if stream:
+        records, decode = _records(part, order)
+        batches = records.map(
+            lambda batch: transform.tf_apply(decode(batch)),
+            num_parallel_calls=tf.data.AUTOTUNE,
+            deterministic=order.deterministic,
+        )
+        position = None
+    else:
+        batches, position = indexed(path, split, order, start, transform, augment, cache_dir)
     batches = batches.prefetch(tf.data.AUTOTUNE)
     if position is not None and not repeat:  # what packer.keras.BackupAndRestore moves
         batches.packer_position = position
@@ -215,140 +213,3 @@ def _pipeline_counts(shards: list[dict], pipelines: int, by_file: bool) -> list[
         return [sum(s["count"] for s in shards[p::pipelines]) for p in range(pipelines)]
     total = sum(s["count"] for s in shards)
     return [len(range(p, total, pipelines)) for p in range(pipelines)]
-
-
-def _indices(
-    path, split: str, order: _Order, start: int | dict | list | None, cache_dir=None
-) -> tuple[tf.data.Dataset, Decoder, Passes]:
-    """(epoch, batch) numbers, and a decoder reading each batch through a `reading.Loader`.
-
-    A seeded Loader draws each epoch's order, so the same seed gives the same batches as
-    PackedSequence; each new pass over the dataset (a Keras epoch) takes the next epoch,
-    the first one from the `start` position.
-    """
-    loader = Loader(
-        path,
-        split,
-        order.batch_size,
-        "global" if order.shuffle else False,
-        drop_remainder=order.drop_remainder,
-        # Pipelines must agree on each epoch's order to split it: unseeded, they all use 0.
-        seed=order.seed if order.seed is not None or order.pipelines > 1 else secrets.randbits(32),
-        rank=order.pipeline,
-        world_size=order.pipelines,
-        uneven=order.uneven,
-        cache_dir=cache_dir,
-    )
-    _resume(loader, start, order.seed)
-    fields = loader.dataset.fields
-    loader.split.reader  # noqa: B018 - opened here, once, rather than by concurrent calls
-    passes = Passes(loader)
-    whole = loader.sampler.batches(Pass(0))  # batches of a whole epoch
-    if order.repeat:  # stateless, so tf.train.Checkpoint can save an iterator's place
-        epoch, resumed = loader.epoch, len(loader)
-        batches = tf.data.Dataset.counter((epoch + 1) * whole).map(
-            lambda g: tf.stack([g // whole, g % whole])
-        )
-        first = tf.data.Dataset.range(resumed).map(lambda i: tf.stack([epoch, i]))
-        batches = first.concatenate(batches).apply(
-            tf.data.experimental.assert_cardinality(tf.data.INFINITE_CARDINALITY)
-        )
-    else:  # each pass over the dataset (a Keras epoch) takes the next epoch
-        # A new iterator counts from 0 again, and its batch 0 takes the next pass; passes
-        # shorter than an epoch (a resume) end early. (A flat_map over passes did the same
-        # at twice the cost per iterator, which Keras creates every epoch.)
-        def numbered(index: np.int64) -> np.ndarray:
-            return np.array(passes.number(int(index)), np.int64)
-
-        batches = (
-            tf.data.Dataset.range(max(whole, len(loader)))
-            .map(lambda i: tf.ensure_shape(tf.numpy_function(numbered, [i], tf.int64), [3]))
-            .take_while(lambda p: p[1] < p[2])  # (epoch, batch, batches): read as pairs
-        )
-        if len(loader) == whole:  # a known length (Keras shows progress and steps)
-            batches = batches.apply(tf.data.experimental.assert_cardinality(whole))
-
-    def read(pair: np.ndarray) -> list[np.ndarray]:
-        epoch, index = int(pair[0]), int(pair[1])
-        arrays = loader.read(index, epoch=epoch)  # ascending index order
-        indices = np.sort(loader.indices(index, epoch))
-        return [*(arrays[f.name] for f in fields), indices]
-
-    def decode(pair: tf.Tensor) -> dict[str, tf.Tensor]:
-        dtypes = [_tf_dtype(f) for f in fields] + [tf.int64]
-        *arrays, indices = tf.numpy_function(read, [pair], dtypes, stateful=False)
-        rows = None if not order.drop_remainder else order.batch_size
-        out = {
-            f.name: tf.ensure_shape(array, [rows, *f.shape])
-            for f, array in zip(fields, arrays, strict=True)
-        }
-        return out | {"indices": tf.ensure_shape(indices, [rows])}
-
-    return batches, decode, passes
-
-
-def _augmented(augment: Augment | None, arrays: dict, pair: tf.Tensor) -> dict:
-    """Images and masks warped in-graph by their samples' draw; `pair` is (epoch, batch) and
-    `arrays["indices"]` the batch's sample indices (random access only)."""
-    indices = arrays.pop("indices", None)
-    if augment is None:
-        return arrays
-    images, masks = tf_exec.augment(
-        augment, arrays["images"], arrays.get("masks"), pair[0], indices
-    )
-    return {**arrays, "images": images} | ({} if masks is None else {"masks": masks})
-
-
-class Passes:
-    """The passes a random-access dataset reads, one per iteration over it (a Keras epoch):
-    first the loader's current one (a resumed pass, maybe), then whole epochs. `state_dict` /
-    `load_state_dict` save and move the position between iterations (BackupAndRestore does,
-    inside `model.fit`)."""
-
-    def __init__(self, loader: Loader) -> None:
-        self.loader = loader
-        self._lock = threading.Lock()
-        self._next = self._current = loader.epoch
-
-    def __len__(self) -> int:
-        """Batches of the next pass."""
-        return self.loader.sampler.batches(self.loader.pass_of(self._next))
-
-    def number(self, index: int) -> tuple[int, int, int]:
-        """(epoch, index, batches of the pass) for batch `index` of an iteration; batch 0
-        starts the next pass."""
-        with self._lock:
-            if index == 0:
-                self._current, self._next = self._next, self._next + 1
-            epoch = self._current
-        return epoch, index, self.loader.sampler.batches(self.loader.pass_of(epoch))
-
-    def state_dict(self, batches: int = 0) -> dict:
-        """The position after `batches` batches of the pass being read (JSON-ready)."""
-        with self._lock:
-            p = self.loader.pass_of(self._current)
-        return self.loader.sampler.state_dict(p, batches)
-
-    def load_state_dict(self, state: dict | list[dict]) -> None:
-        """Make the next pass continue `state` (before the next iteration starts)."""
-        with self._lock:
-            self.loader.load_state_dict(state)
-            self._next = self._current = self.loader.epoch
-
-
-def _resume(loader: Loader, start: int | dict | list | None, seed: int | None) -> None:
-    """Put `loader` at `start`: batches done since epoch 0, or a reader state dict."""
-    if isinstance(start, dict | list):
-        loader.load_state_dict(start)
-    elif start:
-        if seed is None:
-            raise ValueError("start= needs the seed the interrupted dataset had (seed=...)")
-        if start < 0 or not len(loader):
-            raise ValueError(f"start must be a batch count >= 0, got {start}")
-        epoch, batches = divmod(int(start), len(loader))
-        loader.load_state_dict(loader.sampler.state_dict(Pass(epoch), batches))
-
-
-def _tf_dtype(field: Field) -> tf.DType:
-    """The TensorFlow dtype of a field's values (byte order is the readers' business)."""
-    return tf.as_dtype(np.dtype(field.dtype).newbyteorder("="))

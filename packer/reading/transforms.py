@@ -66,6 +66,11 @@ class BatchTransform:
             else None
         )
 
+    @property
+    def identity(self) -> bool:
+        """True when `(images, targets)` are the stored arrays as they are (nothing to compute)."""
+        return self.normalizer.mode is None and self.one_hot is None
+
     def __call__(self, arrays: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         images = self.normalizer(arrays["images"])
         targets = arrays[self.target]
