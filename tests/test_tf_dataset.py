@@ -252,3 +252,15 @@ def test_in_graph_augmentation_matches_the_numpy_executor(seg):
     assert not np.array_equal(plain, batches[0][1].numpy())  # the masks did move
     with pytest.raises(ValueError, match="random access"):
         packer.tf.dataset(seg["tfrecord"], stream=True, augment=aug)
+
+
+@pytest.mark.parametrize("normalize", [None, "unit"])
+def test_a_resumed_first_pass_ends_early_then_whole_epochs_follow(seg, normalize):
+    """start= makes the first pass shorter, with or without in-graph work after the read."""
+    full = packer.tf.dataset(seg["npy"], batch_size=3, seed=3, normalize=normalize)
+    epochs = [[x.numpy() for x, _ in full] for _ in range(2)]
+    resumed = packer.tf.dataset(seg["npy"], batch_size=3, seed=3, normalize=normalize, start=2)
+    rest, following = ([x.numpy() for x, _ in resumed] for _ in range(2))
+    assert len(rest) == len(epochs[0]) - 2 and len(following) == len(epochs[1])
+    assert all(np.array_equal(a, b) for a, b in zip(rest, epochs[0][2:], strict=True))
+    assert all(np.array_equal(a, b) for a, b in zip(following, epochs[1], strict=True))
