@@ -13,14 +13,14 @@ import sys
 
 import click
 
-from . import engines, packing, report, storage
+from . import engines, packing, report
 from .cli_params import declared_options, existing, format_options, location
 from .errors import PackError
 from .flags import command_line_wording
 from .formats import FORMATS
 from .packing import preflight
+from .packing.ledger import Ledger
 from .packing.options import OUT, PLAN_OPTIONS, RUN_OPTIONS, SIZE
-from .packing.update import unfinished
 from .reading.dataset import open_dataset
 from .verify import verify
 
@@ -145,7 +145,7 @@ main.add_command(pack_command)
 )
 def info_command(path: str, as_json: bool) -> None:
     """Describe a packed dataset (or how far an unfinished pack got)."""
-    state = unfinished(storage.as_path(path))
+    state = Ledger(path).unfinished()
     if state is not None:
         click.echo(json.dumps(state, indent=1) if as_json else report.unfinished(path, state))
         return

@@ -9,8 +9,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from . import manifest, storage
-from .errors import ManifestError
-from .packing import freshness, receipts
+from .packing.ledger import Ledger
 
 
 def verify(root: str | os.PathLike, progress: bool = False, sources: bool = False) -> list[str]:
@@ -42,19 +41,8 @@ def verify(root: str | os.PathLike, progress: bool = False, sources: bool = Fals
 
 def _check_sources(root: Path, data: dict) -> list[str]:
     """Sources that changed or vanished since they were packed, by their recorded hashes."""
-    loaded = [
-        receipts.load(root, split, shard["name"])
-        for split, part in data["splits"].items()
-        for shard in part["shards"]
-    ]
-    recorded = receipts.recorded_sources([r for r in loaded if r is not None])
-    if recorded is None or None in loaded:
-        raise ManifestError(
-            f"{root}: this pack records no source states (made by an older packer); pack it "
-            "again to be able to check its sources"
-        )
+    changes = Ledger(root).source_changes(data)
     source_root = storage.as_path(data["source"]["root"])
-    changes = freshness.check(source_root, recorded, rehash=True)
     return [
         f"{source_root / rel}: "
         + ("missing now" if storage.stat(source_root / rel) is None else "changed since packed")

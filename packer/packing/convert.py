@@ -30,7 +30,8 @@ from ..imaging import (
 from ..labels import ClassTable, LabelMapper
 from ..schema import Field
 from ..sources import MaskRecipe, Sample, mask_files, mask_key
-from . import prefetch, scratch, stats, workdir
+from . import prefetch, stats
+from .ledger import scratch, workdir
 from .preflight import mask_size_mismatch
 from .tasks import ChunkResult, ChunkTask, ShardTask
 

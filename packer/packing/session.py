@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import json
-import os
 import time
 import warnings
 from collections.abc import Callable, Mapping
@@ -26,18 +24,16 @@ from ..flags import flag
 from ..imaging import backend_versions
 from ..labels import ClassTable
 from ..options import resolve
-from ..storage.local import TMP_PREFIX
 from . import plan as planning
-from . import receipts, schedule, scratch, update, workdir
+from . import schedule
 from .convert import Converter
+from .ledger import Decision, Ledger, scratch
 from .options import RUN_OPTIONS
 from .plan import PackPlan
 from .tasks import ChunkResult
-from .update import Decision
 
 OUT_OF_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 REFUSE_ABOVE_FREE = 2.0  # refuse (unless forced) when a pack needs this many times the free space
-SHARD_NAME_MARK = "-of-"  # in the name of every file a pack writes beside its shards
 
 
 def execute(
@@ -81,8 +77,7 @@ def execute(
     job = _Job(plan, runner, progress, rejected, limit, warn or _warn)
     try:
         storage.make_dirs(out)
-        lock = storage.lock(workdir.lock_path(out), f"pid {os.getpid()}", remove=True, force=force)
-        with lock:
+        with job.ledger.lock(force):
             return job.run(overwrite, update, force, command)
     except LockHeldError as exc:
         raise PackError(
@@ -130,14 +125,15 @@ class _Job:
         self.rejected = rejected
         self.limit = limit
         self.warn = warn
+        self.ledger = Ledger(plan.out)
 
     def run(self, overwrite: bool, update_: bool, force: bool, command: str | None) -> dict:
-        out = self.out
-        decision = update.decide(out, self.plan, overwrite, update_)
+        out, ledger = self.out, self.ledger
+        decision = ledger.decide(self.plan, overwrite, update_)
         if decision.action in ("current", "stale"):
             data = decision.manifest or {}
             if decision.action == "current" and decision.changes.touched:
-                data = self._refresh(decision)
+                data = ledger.refresh(decision)
             return data | {
                 "up_to_date": True,
                 "stale": decision.action == "stale",
@@ -145,22 +141,18 @@ class _Job:
             }
         self._check_space(decision, force)
         try:
-            self._begin(decision, overwrite, command)
+            ledger.begin(self.plan, decision, overwrite, command)
             data = self._pack_missing(decision)
         except BaseException as exc:
             with contextlib.suppress(Exception):  # cleaning up must not hide why it stopped
-                remove_temporaries(out)
+                ledger.abort()
             if is_out_of_space(exc):
                 raise PackError(
                     f"no space left for {out} ({exc.strerror}); finished shards are kept: "
                     "free space and run the same command again to resume"
                 ) from exc
             raise
-        manifest.write(out, data)
-        remove_unlisted(out, data)
-        storage.remove_tree(workdir.parts_dir(out))
-        storage.remove(workdir.plan_marker(out))
-        scratch.clear(out)
+        ledger.commit(data)
         return data
 
     def _check_space(self, decision: Decision, force: bool) -> None:
@@ -181,41 +173,11 @@ class _Job:
             )
         self.warn(f"{text}: it may stop when the disk is full (finished shards are kept)")
 
-    def _begin(self, decision: Decision, overwrite: bool, command: str | None) -> None:
-        """Make OUT an unfinished pack of this plan: replace what `overwrite` replaces, record
-        the plan (keeping the command that started an unfinished pack), then take the
-        manifest of a finished pack being updated away and the receipts of shards to redo."""
-        out = self.out
-        if overwrite:
-            remove_pack(out)
-        remove_temporaries(out)
-        started = decision.marker or {}
-        marker = update.marker_for(
-            self.plan, started.get("command", command), started.get("cwd", str(Path.cwd()))
-        )
-        storage.write_text_atomic(workdir.plan_marker(out), json.dumps(marker, ensure_ascii=False))
-        storage.remove(out / manifest.MANIFEST_NAME)
-        for shard in self.plan.all_shards:
-            if shard.name not in decision.keep:
-                storage.remove(workdir.receipt_path(out, shard.split, shard.name))
-
-    def _refresh(self, decision: Decision) -> dict:
-        """Record the new times of sources that were touched but not changed, so later runs
-        need not hash them again."""
-        kept = _with_touched(self.out, decision)
-        data = dict(decision.manifest or {})
-        for split in data["splits"].values():
-            for shard in split["shards"]:
-                if shard["name"] in kept:
-                    shard["receipt"] = kept[shard["name"]]["receipt_file"]
-        manifest.write(self.out, data)
-        return data
-
     def _pack_missing(self, decision: Decision) -> dict:
         """Pack the shards not kept and build the manifest from all receipts."""
-        plan, out = self.plan, self.out
+        plan = self.plan
         started = time.perf_counter()
-        done = _with_touched(out, decision)
+        done = self.ledger.kept(decision)
         seen = self.rejected + [x for r in done.values() for x in r["rejected"]]
 
         def on_chunk(result: ChunkResult) -> None:
@@ -258,63 +220,6 @@ class _Job:
             run=run,
             rejected=self.rejected,
         )
-
-
-def _with_touched(out: Path, decision: Decision) -> dict[str, dict]:
-    """The kept receipts, rewritten where sources were touched without changing."""
-    touched = decision.changes.touched
-    kept = {}
-    for name, receipt in decision.keep.items():
-        hits = touched.keys() & receipt.get("sources", {}).keys()
-        if hits:
-            receipt = receipts.write(
-                out, {**receipt, "sources": {**receipt["sources"], **{k: touched[k] for k in hits}}}
-            )
-        kept[name] = receipt
-    return kept
-
-
-def remove_temporaries(out: Path) -> None:
-    """Delete chunk parts and half-written files (a killed run leaves them; they are redone)."""
-    storage.remove_tree(workdir.parts_dir(out))
-    scratch.clear(out)  # OUT at a URL: this machine's local copies of unfinished shards
-    for path in storage.walk_files(out, TMP_PREFIX):
-        storage.remove(path)
-
-
-def remove_pack(out: Path) -> None:
-    """Delete what a pack wrote in OUT (manifest first, so nothing claims a finished dataset),
-    keeping the lock that this process holds."""
-    storage.remove(out / manifest.MANIFEST_NAME)
-    partial = workdir.partial_dir(out)
-    if storage.is_dir(partial):
-        for name in storage.list_dir(partial):
-            path = partial / name
-            if path == workdir.lock_path(out):
-                continue
-            storage.remove_tree(path) if storage.is_dir(path) else storage.remove(path)
-    remove_unlisted(out, None)
-
-
-def remove_unlisted(out: Path, data: dict | None) -> None:
-    """Delete the shard files, receipts and provenance in OUT's split folders that the
-    manifest `data` does not list (all of them when None), and split folders left empty."""
-    listed = set()
-    for split in (data or {}).get("splits", {}).values():
-        for shard in split["shards"]:
-            listed.update(f["path"] for f in shard["files"])
-            if "receipt" in shard:
-                listed.add(shard["receipt"]["path"])
-    for split in storage.list_dir(out):
-        split_dir = out / split
-        if split == workdir.PARTIAL_DIR or not storage.is_dir(split_dir):
-            continue
-        for name in storage.list_dir(split_dir):
-            ours = SHARD_NAME_MARK in name or name.startswith(TMP_PREFIX)
-            if ours and f"{split}/{name}" not in listed and storage.is_file(split_dir / name):
-                storage.remove(split_dir / name)
-        if not storage.list_dir(split_dir):
-            storage.remove_tree(split_dir)
 
 
 def is_out_of_space(exc: BaseException) -> bool:

@@ -11,15 +11,18 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .. import __version__, manifest, storage
-from ..errors import ManifestError, PackError
-from ..flags import flag, name_of
-from ..sources import MaskRecipe
+from ... import __version__, manifest, storage
+from ...errors import ManifestError, PackError
+from ...flags import flag, name_of
+from ...sources import MaskRecipe
+from .. import plan as planning
 from . import freshness, receipts, workdir
-from . import plan as planning
 from .freshness import SourceChanges
-from .plan import PackPlan
+
+if TYPE_CHECKING:
+    from ..plan import PackPlan
 
 
 @dataclass

@@ -12,7 +12,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from .. import storage
+from ... import storage
 from . import workdir
 
 

@@ -14,9 +14,9 @@ import os
 import tempfile
 from pathlib import Path
 
-from .. import storage
-from ..errors import PackError
-from ..storage import FileInfo
+from ... import storage
+from ...errors import PackError
+from ...storage import FileInfo
 
 
 def local_out(out: str | os.PathLike) -> Path:

@@ -12,7 +12,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from .. import storage
+from ... import storage
 
 HASH_THREADS = 4  # hashing releases the GIL; a few files at once keep the disk busy
 SHOWN = 3  # file names named per kind of change
