@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
-from .augment import device_batch
+from . import torch_device
 from .reading import handoff
 from .reading.loader import Loader
 from .reading.position import ENCODED_LENGTH, Pass
@@ -137,10 +137,10 @@ class _Packed:
             self.loader.pass_ = shared
         return len(self.loader)
 
-    def _device_finish(self, augment_device: str | torch.device) -> device_batch.DeviceFinish:
+    def _device_finish(self, augment_device: str | torch.device) -> torch_device.DeviceFinish:
         transform = self.loader.transform
-        return device_batch.DeviceFinish(
-            device_batch.device_of(augment_device),
+        return torch_device.DeviceFinish(
+            torch_device.device_of(augment_device),
             transform.normalizer,
             transform.num_classes,
             transform.one_hot is not None,
@@ -171,9 +171,9 @@ class _Packed:
             np.copyto(slot.arrays[1], targets, casting="unsafe")
         return _Handed(self._sender.parcel(slot), slot.arrays, self.layout)
 
-    def _raw_batch(self, index: int) -> device_batch.DeviceBatch | _Handed:
+    def _raw_batch(self, index: int) -> torch_device.DeviceBatch | _Handed:
         """Batch `index` unaugmented with its drawn parameters, to be augmented on the device
-        when it is unpacked (see `augment.device_batch`); from a worker through a slot."""
+        when it is unpacked (see `torch_device`); from a worker through a slot."""
         params = self.loader.draw(index)
         if get_worker_info() is not None and handoff.AVAILABLE:
             self._start_worker()
@@ -183,7 +183,7 @@ class _Packed:
                                (params, self._finish))  # fmt: skip
         arrays = self.loader.read(index)
         targets = arrays[self.loader.transform.target]
-        return device_batch.from_arrays([arrays["images"], targets], params, self._finish)
+        return torch_device.from_arrays([arrays["images"], targets], params, self._finish)
 
     def _start_worker(self) -> None:
         """In a DataLoader worker, once: its ring of slots. (Not OpenCV's thread count: in a
@@ -234,14 +234,14 @@ class _Handed:
 
     def __reduce__(self) -> tuple:
         if self.device is not None:
-            return device_batch.from_arrays, (self.parcel, *self.device)
+            return torch_device.from_arrays, (self.parcel, *self.device)
         return _tensors, (self.parcel, self.layout)
 
     def __iter__(self):
         """`images, targets = batch` in the worker too (a collate_fn of one's own): tensors
         there, which then travel the ordinary way."""
         if self.device is not None:
-            return iter(device_batch.from_arrays(self.arrays, *self.device))
+            return iter(torch_device.from_arrays(self.arrays, *self.device))
         return iter(_tensors(self.arrays, self.layout))
 
 

@@ -14,9 +14,9 @@ from torch.utils.data import DataLoader
 
 import packer
 from packer.augment import Augment
-from packer.augment.device_batch import DeviceBatch
 from packer.reading.transforms import one_hot_table
 from packer.torch import PackedDataset
+from packer.torch_device import DeviceBatch
 from tests.torch_jobs import DDP_CASES, KINDS, ddp_rank, epochs, everything, sample_ids
 
 FORMATS = ("npy", "tfrecord", "recordio")

@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..reading.transforms import Normalizer
-from . import torch_exec
-from .params import AugmentParams
+from .augment import torch_exec
+from .augment.params import AugmentParams
+from .reading.transforms import Normalizer
 
 
 def device_of(name: Any) -> torch.device:
