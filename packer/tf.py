@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import tensorflow as tf
 
@@ -39,7 +38,7 @@ from .augment import Augment
 from .formats import tfrecord
 from .reading.dataset import Split, open_dataset
 from .reading.transforms import BatchTransform
-from .tf_indexed import indexed
+from .tf_indexed import Order, indexed
 
 Decoder = Callable[[tf.Tensor], dict[str, tf.Tensor]]
 
@@ -48,26 +47,6 @@ INTERLEAVE_FILES = 16  # shard files read at once when shuffling
 # Records are whole images: unbuffered reads go straight into each record's string, where a
 # read buffer would copy every byte once more (measured: buffered reads are slower).
 READ_BUFFER = 0
-
-
-@dataclass(frozen=True)
-class _Order:
-    """Which samples, in what order and batches: everything a source needs besides the split."""
-
-    batch_size: int
-    shuffle: bool
-    seed: int | None
-    repeat: bool
-    drop_remainder: bool
-    deterministic: bool
-    shuffle_buffer: int
-    pipelines: int  # input pipelines (tf.distribute) or ranks, and this one's id
-    pipeline: int
-    uneven: str  # as reading.Sampler: "pad", "drop" or "allow" (tf.distribute's way)
-
-    def seed_for(self, stage: int) -> int | None:
-        """A distinct seed per shuffling stage, None when unseeded."""
-        return None if self.seed is None else self.seed + stage
 
 
 def dataset(
@@ -135,7 +114,7 @@ def dataset(
             "start= needs random access (stream=False on uncompressed tfrecord); a streamed "
             "pipeline resumes exactly from its iterator saved with tf.train.Checkpoint"
         )
-    order = _Order(
+    order = Order(
         batch_size,
         shuffle,
         seed,
@@ -164,7 +143,7 @@ def dataset(
     return batches
 
 
-def _records(part: Split, order: _Order) -> tuple[tf.data.Dataset, Decoder]:
+def _records(part: Split, order: Order) -> tuple[tf.data.Dataset, Decoder]:
     """Batches of serialized Examples from the split's TFRecord files, and their decoder."""
     options = part.dataset.format_options
     shards = part.shards

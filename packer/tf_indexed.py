@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import secrets
 import threading
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 import numpy as np
 import tensorflow as tf
@@ -28,14 +28,32 @@ from .reading.position import Pass
 from .reading.transforms import BatchTransform
 from .schema import Field
 
-if TYPE_CHECKING:
-    from .tf import _Order
+
+@dataclass(frozen=True)
+class Order:
+    """Which samples, in what order and batches: everything a source of `packer.tf.dataset`
+    (streamed or random access) needs besides the split."""
+
+    batch_size: int
+    shuffle: bool
+    seed: int | None
+    repeat: bool
+    drop_remainder: bool
+    deterministic: bool
+    shuffle_buffer: int
+    pipelines: int  # input pipelines (tf.distribute) or ranks, and this one's id
+    pipeline: int
+    uneven: str  # as reading.Sampler: "pad", "drop" or "allow" (tf.distribute's way)
+
+    def seed_for(self, stage: int) -> int | None:
+        """A distinct seed per shuffling stage, None when unseeded."""
+        return None if self.seed is None else self.seed + stage
 
 
 def indexed(
     path: str | os.PathLike,
     split: str,
-    order: _Order,
+    order: Order,
     start: int | dict | list | None,
     transform: BatchTransform,
     augment: Augment | None,
