@@ -75,9 +75,8 @@ def epoch_reader(
 ) -> tuple[Loader, Callable[[], int]]:
     """A loader and a step that reads its next shuffled batch (a new order every epoch), as
     the readers do: uniformly shuffled, or in shuffled shard windows read ahead."""
-    loader = Loader(
-        split.dataset.root, split.name, batch, "windows" if windows else "global", seed=seed
-    )
+    shuffle = "windows" if windows else "global"
+    loader = Loader(split.dataset.root, split.name, batch, shuffle=shuffle, seed=seed)
     state = {"at": 0}
 
     def step() -> int:

@@ -11,38 +11,66 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 import keras
 import numpy as np
 
 from .keras_backup import BackupAndRestore
 from .reading.loader import Loader
+from .reading.options import (
+    BATCH_SIZE,
+    SPLIT,
+    Default,
+    LoaderOptions,
+    documented,
+    options_of,
+    resolve,
+    with_signature,
+)
 from .reading.pipeline import Pipeline, asking_threads
 
 if TYPE_CHECKING:
-    from .augment import Augment
+    from typing import Unpack
 
 __all__ = ["BackupAndRestore", "PackedSequence"]
+
+
+class SequenceOptions(LoaderOptions, total=False):
+    """PackedSequence's own options, besides the readers' (`reading.options`)."""
+
+    workers: Annotated[
+        int,
+        Default(
+            1,
+            "N > 1: N packer-owned processes read (and augment) batches into shared memory "
+            "(no pixels through pipes), and Keras sees as many threads, which only ask for "
+            "batches, so that model.fit's shuffled batch order is made ahead too.",
+        ),
+    ]
+    max_queue_size: Annotated[
+        int | None,
+        Default(None, "Batches the workers make ahead.", shown="twice workers; Keras' own"),
+    ]
+    use_multiprocessing: Annotated[
+        bool,
+        Default(
+            False,
+            "Keras' own worker processes instead of packer's (batches pickled through pipes: "
+            "slower).",
+        ),
+    ]
+
+
+SEQUENCE_OPTIONS = options_of(SequenceOptions)
 
 
 class PackedSequence(keras.utils.PyDataset):
     """Batches `(images, targets)` of one split; shuffled in a new seeded order every epoch.
 
-    `shuffle="global"` draws batches from the whole split; `"windows"` visits shards in a
-    shuffled order and shuffles within windows of `shuffle_window` records, each read ahead
-    as one sequential run (for packs larger than RAM). `True` picks "windows" when the split
-    exceeds half the machine's RAM, else "global". `rank`/`world_size` give this process its
-    disjoint part of every epoch (multi-worker training), with as many batches as every other
-    rank: `uneven="pad"` repeats a few samples, `"drop"` leaves a few out. `augment` (a
-    `packer.Augment`) warps images and masks per (seed, epoch, sample index). `workers=N`
-    (N > 1) reads and augments in N packer-owned processes that write each batch into
-    shared memory (no pixels through pipes), up to `max_queue_size` batches ahead; Keras
-    itself then sees as many threads, which only ask for batches, so that `model.fit`'s
-    shuffled batch order is made ahead too. With `use_multiprocessing=True` the workers are
-    Keras' own instead (batches pickled through pipes: slower). A pack at a URL is read through a
-    local shard cache in `cache_dir` (default: the user's cache folder). Other keyword
-    arguments go to Keras' PyDataset.
+    The options (below) are the readers' (`packer.reading.options`) and Keras' own:
+    `workers`, `max_queue_size`, `use_multiprocessing`. A pack at a URL is read through a
+    local shard cache.
 
     `state_dict(batches=k)` after k batches of the current pass names a place in the epoch's
     global order; `load_state_dict(state)` on a fresh sequence (any world size, batch size or
@@ -55,52 +83,28 @@ class PackedSequence(keras.utils.PyDataset):
     def __init__(
         self,
         path: str | os.PathLike,
-        split: str = "train",
-        batch_size: int = 32,
-        shuffle: bool | str = True,
-        one_hot: bool = False,
-        normalize: str | None = None,
-        drop_remainder: bool = False,
-        seed: int | None = None,
-        shuffle_window: int | None = None,
-        rank: int = 0,
-        world_size: int = 1,
-        uneven: str = "pad",
-        augment: Augment | None = None,
-        workers: int = 1,
-        max_queue_size: int | None = None,
-        cache_dir: str | os.PathLike | None = None,
-        **kwargs,
+        split: str = SPLIT.default,
+        batch_size: int = BATCH_SIZE.default,
+        **options: Unpack[SequenceOptions],
     ) -> None:
-        ours = workers > 1 and not kwargs.get("use_multiprocessing", False)
+        given = resolve(SEQUENCE_OPTIONS, options, "PackedSequence")
+        workers = given.pop("workers")
+        max_queue_size = given.pop("max_queue_size")
+        keras_processes = given.pop("use_multiprocessing")
+        ours = workers > 1 and not keras_processes
         if ours:
             max_queue_size = max_queue_size or 2 * workers
             keras_options = asking_threads(max_queue_size)
         else:
-            keras_options = {"workers": workers}
+            keras_options = {"workers": workers, "use_multiprocessing": keras_processes}
             if max_queue_size is not None:
                 keras_options["max_queue_size"] = max_queue_size
-        super().__init__(**keras_options, **kwargs)
+        super().__init__(**keras_options)
         self.pipeline_workers = workers if ours else 0
         self.max_ahead = max_queue_size
         self._pipeline: Pipeline | None = None
         self._starting = threading.Lock()
-        self.loader = Loader(
-            path,
-            split,
-            batch_size,
-            shuffle,
-            one_hot,
-            normalize,
-            drop_remainder,
-            seed,
-            shuffle_window,
-            rank,
-            world_size,
-            uneven,
-            augment,
-            cache_dir=cache_dir,
-        )
+        self.loader = Loader(path, split, batch_size, **given)
 
     def __len__(self) -> int:
         return len(self.loader)
@@ -156,3 +160,7 @@ class PackedSequence(keras.utils.PyDataset):
         """Resume from `state` (or every rank's, which must agree); its seed is taken."""
         self.loader.load_state_dict(state)
         self._tell_workers("load_state_dict", state)
+
+
+with_signature(PackedSequence.__init__, SEQUENCE_OPTIONS)
+documented(PackedSequence, SEQUENCE_OPTIONS)

@@ -31,14 +31,28 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Annotated
 
 import tensorflow as tf
 
-from .augment import Augment
 from .formats import tfrecord
 from .reading.dataset import Split, open_dataset
+from .reading.options import (
+    BATCH_SIZE,
+    SPLIT,
+    Default,
+    ReaderOptions,
+    documented,
+    options_of,
+    resolve,
+    with_signature,
+)
 from .reading.transforms import BatchTransform
 from .tf_indexed import Order, indexed
+
+if TYPE_CHECKING:
+    from typing import Unpack
 
 Decoder = Callable[[tf.Tensor], dict[str, tf.Tensor]]
 
@@ -49,84 +63,141 @@ INTERLEAVE_FILES = 16  # shard files read at once when shuffling
 READ_BUFFER = 0
 
 
+class TfOptions(ReaderOptions, total=False):
+    """`packer.tf.dataset`'s own options, besides the readers' (`reading.options`)."""
+
+    repeat: Annotated[
+        bool,
+        Default(
+            False,
+            "One endless iterator over epoch after epoch, whose place tf.train.Checkpoint "
+            "saves (Keras otherwise makes a new iterator every epoch).",
+        ),
+    ]
+    deterministic: Annotated[
+        bool | None,
+        Default(
+            None,
+            "Whether parallel steps keep their order (False: faster, in any order).",
+            shown="when there is a seed or no shuffling",
+        ),
+    ]
+    shuffle_buffer: Annotated[
+        int,
+        Default(
+            DEFAULT_SHUFFLE_BUFFER,
+            "Records in a streamed pack's shuffle buffer (random access shuffles uniformly).",
+        ),
+    ]
+    input_context: Annotated[
+        tf.distribute.InputContext | None,
+        Default(
+            None,
+            "From strategy.distribute_datasets_from_function: this input pipeline's share (its "
+            "own shard files when streaming, its own samples with random access or fewer files "
+            "than pipelines); batch_size is per pipeline. Not with rank/world_size.",
+        ),
+    ]
+    stream: Annotated[
+        bool | None,
+        Default(
+            None,
+            "Stream a tfrecord pack's files through TensorFlow's TFRecord reader (True) rather "
+            "than read batches by random access through packer's shard readers (several times "
+            "faster).",
+            shown="gzip tfrecord packs only",
+        ),
+    ]
+    start: Annotated[
+        int | dict | list[dict] | None,
+        Default(
+            None,
+            "Where to resume (random access): the batches consumed since epoch 0 (with the "
+            "interrupted dataset's seed), or a packer reader's state_dict.",
+        ),
+    ]
+
+
+TF_OPTIONS = options_of(
+    TfOptions,
+    shuffle=Default(
+        True,
+        'True ("global" too) or False: random access shuffles uniformly, a streamed pack '
+        "through `shuffle_buffer`.",
+    ),
+    seed=Default(None, shown="a fresh one per dataset; 0 with several pipelines"),
+    rank=Default(None, shown="input_context's pipeline, else 0"),
+    world_size=Default(None, shown="input_context's pipelines, else 1"),
+    uneven=Default(
+        None, shown='"pad" with world_size, else "allow": tf.distribute takes partial batches'
+    ),
+)
+
+
 def dataset(
     path: str | os.PathLike,
-    split: str = "train",
-    batch_size: int = 32,
-    shuffle: bool = True,
-    one_hot: bool = False,
-    normalize: str | None = None,
-    seed: int | None = None,
-    repeat: bool = False,
-    drop_remainder: bool = False,
-    deterministic: bool | None = None,
-    shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER,
-    input_context: tf.distribute.InputContext | None = None,
-    stream: bool | None = None,
-    rank: int | None = None,
-    world_size: int | None = None,
-    uneven: str | None = None,
-    start: int | dict | list[dict] | None = None,
-    augment: Augment | None = None,
-    cache_dir: str | os.PathLike | None = None,
+    split: str = SPLIT.default,
+    batch_size: int = BATCH_SIZE.default,
+    **options: Unpack[TfOptions],
 ) -> tf.data.Dataset:
     """Batches `(images, targets)` of one split of a pack (any format), prefetched.
 
-    Images are uint8 `[B,H,W,3]`, or float32 with `normalize="unit"` (/255) or `"dataset"`
-    (the manifest's mean/std); targets class ids `[B]` (int32) or masks `[B,H,W]`, or
-    float32 one-hot `[B,C]` / `[B,H,W,C]` with `one_hot=True` (ignore index: all-zero rows).
-    `shuffle_buffer` (records) applies to streamed packs; random access shuffles uniformly.
-    `deterministic=None` keeps the order reproducible when there is a seed or no shuffling,
-    and lets parallel steps finish out of order (faster) otherwise. `input_context` (from
-    `strategy.distribute_datasets_from_function`) gives each input pipeline its own shard
-    files when streaming (its own samples with random access, or with fewer files than
-    pipelines); `batch_size` is per pipeline. `stream=None` streams gzip tfrecord packs and
-    reads every other pack by random access through packer's shard readers (several times
-    faster than TensorFlow's TFRecord reader); `stream=True` streams an uncompressed tfrecord
-    pack too. `augment` (a `packer.Augment`) warps images and masks in-graph with the same
-    seeded draw as PackedSequence (random access only). A pack at a URL is read through a
-    local shard cache in `cache_dir` (default: the user's cache folder), each shard file
-    fetched when first needed.
+    Images are uint8 `[B,H,W,3]`, or float32 with `normalize`; targets class ids `[B]` (int32)
+    or masks `[B,H,W]`, or float32 one-hot with `one_hot=True`. Every pack but a gzip
+    tfrecord one is read by random access through packer's shard readers (several times
+    faster than TensorFlow's TFRecord reader), in the same seeded order as PackedSequence and
+    with the same `augment` draw (in-graph); a streamed pack interleaves its shard files. The
+    options (below) are the readers' (`packer.reading.options`) and tf.data's own.
     """
+    o = SimpleNamespace(**resolve(TF_OPTIONS, options, "dataset"))
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-    part = open_dataset(path, cache_dir)[split]
+    if o.shuffle not in (True, False, "global"):
+        raise ValueError(
+            f"shuffle must be True or False (random access shuffles uniformly, a stream through "
+            f"shuffle_buffer), not {o.shuffle!r}"
+        )
+    part = open_dataset(path, o.cache_dir, o.cache_bytes)[split]
     fmt = part.dataset.format
+    stream = o.stream
     if stream is None:
         stream = fmt == "tfrecord" and part.dataset.format_options.get("compression") == "gzip"
     if stream and fmt != "tfrecord":
         raise ValueError(f"{path}: only tfrecord packs stream; this one is {fmt}")
-    if augment is not None and stream:
+    if o.augment is not None and stream:
         raise ValueError(
             "augment= needs random access (each sample's draw is keyed by its index); "
             "a gzip tfrecord pack only streams: repack it uncompressed or as npy"
         )
-    if input_context is not None:
-        if rank is not None or world_size is not None:
+    if o.input_context is not None:
+        if o.rank is not None or o.world_size is not None:
             raise ValueError("give input_context or rank/world_size, not both")
-        pipelines, pipeline = input_context.num_input_pipelines, input_context.input_pipeline_id
+        context = o.input_context
+        pipelines, pipeline = context.num_input_pipelines, context.input_pipeline_id
     else:
-        pipelines, pipeline = world_size or 1, rank or 0
+        pipelines, pipeline = o.world_size or 1, o.rank or 0
+    uneven = o.uneven
     if uneven is None:
-        uneven = "pad" if world_size is not None else "allow"
-    if start is not None and stream:
+        uneven = "pad" if o.world_size is not None else "allow"
+    if o.start is not None and stream:
         raise ValueError(
             "start= needs random access (stream=False on uncompressed tfrecord); a streamed "
             "pipeline resumes exactly from its iterator saved with tf.train.Checkpoint"
         )
+    shuffle = bool(o.shuffle)
     order = Order(
         batch_size,
         shuffle,
-        seed,
-        repeat,
-        drop_remainder,
-        seed is not None or not shuffle if deterministic is None else deterministic,
-        shuffle_buffer,
+        o.seed,
+        o.repeat,
+        o.drop_remainder,
+        o.seed is not None or not shuffle if o.deterministic is None else o.deterministic,
+        o.shuffle_buffer,
         pipelines,
         pipeline,
         uneven,
     )
-    transform = BatchTransform(part.dataset.manifest, normalize, one_hot)
+    transform = BatchTransform(part.dataset.manifest, o.normalize, o.one_hot)
     if stream:
         records, decode = _records(part, order)
         batches = records.map(
@@ -136,11 +207,17 @@ def dataset(
         )
         position = None
     else:
-        batches, position = indexed(path, split, order, start, transform, augment, cache_dir)
+        batches, position = indexed(
+            path, split, order, o.start, transform, o.augment, o.cache_dir, o.cache_bytes
+        )
     batches = batches.prefetch(tf.data.AUTOTUNE)
-    if position is not None and not repeat:  # what packer.keras.BackupAndRestore moves
+    if position is not None and not o.repeat:  # what packer.keras.BackupAndRestore moves
         batches.packer_position = position
     return batches
+
+
+with_signature(dataset, TF_OPTIONS)
+documented(dataset, TF_OPTIONS)
 
 
 def _records(part: Split, order: Order) -> tuple[tf.data.Dataset, Decoder]:

@@ -58,6 +58,7 @@ def indexed(
     transform: BatchTransform,
     augment: Augment | None,
     cache_dir: str | os.PathLike | None = None,
+    cache_bytes: int | None = None,
 ) -> tuple[tf.data.Dataset, Passes]:
     """`(images, targets)` batches of `split` read by random access, and the passes they read
     (what saves and moves the position between iterations).
@@ -70,7 +71,7 @@ def indexed(
         path,
         split,
         order.batch_size,
-        "global" if order.shuffle else False,
+        shuffle="global" if order.shuffle else False,
         drop_remainder=order.drop_remainder,
         # Pipelines must agree on each epoch's order to split it: unseeded, they all use 0.
         seed=order.seed if order.seed is not None or order.pipelines > 1 else secrets.randbits(32),
@@ -78,6 +79,7 @@ def indexed(
         world_size=order.pipelines,
         uneven=order.uneven,
         cache_dir=cache_dir,
+        cache_bytes=cache_bytes,
     )
     _resume(loader, start, order.seed)
     loader.split.reader  # noqa: B018 - opened here, once, rather than by concurrent calls

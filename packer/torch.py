@@ -23,7 +23,7 @@ batches over in reusable shared-memory slots (`reading.handoff`).
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 import numpy as np
 import torch
@@ -32,10 +32,21 @@ from torch.utils.data import Dataset, IterableDataset, get_worker_info
 from . import torch_device
 from .reading import handoff
 from .reading.loader import Loader
+from .reading.options import (
+    BATCH_SIZE,
+    SPLIT,
+    Default,
+    LoaderOptions,
+    ReaderOption,
+    documented,
+    options_of,
+    resolve,
+    with_signature,
+)
 from .reading.position import ENCODED_LENGTH, Pass
 
 if TYPE_CHECKING:
-    from .augment import Augment
+    from typing import Unpack
 
 LAYOUTS = ("NHWC", "NCHW")
 TARGET_DTYPES = ("uint8", "int16", "int32", "int64", "float16", "float32")
@@ -63,43 +74,64 @@ def _distributed(rank: int | None, world_size: int | None) -> tuple[int, int]:
     return rank, world_size
 
 
+class TorchOptions(LoaderOptions, total=False):
+    """`packer.torch`'s own options, besides the readers' (`reading.options`)."""
+
+    layout: Annotated[
+        str,
+        Default("NHWC", '"NCHW": images as a channels_last `[B,3,H,W]` view of the same bytes.'),
+    ]
+    augment_device: Annotated[
+        str | torch.device | None,
+        Default(
+            None,
+            'Where `augment` runs ("cuda"): the workers read raw batches, each arriving as a '
+            "DeviceBatch that unpacking warps there in one batched call.",
+            shown="the workers, with NumPy/OpenCV",
+        ),
+    ]
+    target_dtype: Annotated[
+        str | torch.dtype | None,
+        Default(
+            None,
+            f"The targets' dtype, one of {', '.join(TARGET_DTYPES)} (uint8 keeps the stored "
+            "bytes, an eighth of int64's; with augment_device converted on the device).",
+            shown="int64, float32 with one_hot",
+        ),
+    ]
+
+
+# Unless given, the ranks come from torch.distributed (see _distributed).
+FROM_TORCH_DISTRIBUTED = {
+    "rank": Default(None, shown="torch.distributed's rank when it is initialised, else 0"),
+    "world_size": Default(None, shown="torch.distributed's world size, else 1"),
+}
+
+
 class _Packed:
     """What both datasets share: the Loader, tensors out of its batches, epoch and state."""
 
-    default_shuffle: bool | str = True
+    OPTIONS: tuple[ReaderOption, ...]  # each dataset's, with its defaults
 
     def __init__(
         self,
         path: str | os.PathLike,
-        split: str = "train",
-        batch_size: int = 32,
-        shuffle: bool | str | None = None,
-        drop_remainder: bool = False,
-        one_hot: bool = False,
-        normalize: str | None = None,
-        seed: int | None = None,
-        rank: int | None = None,
-        world_size: int | None = None,
-        augment: Augment | None = None,
-        layout: str = "NHWC",
-        uneven: str = "pad",
-        shuffle_window: int | None = None,
-        cache_dir: str | os.PathLike | None = None,
-        augment_device: str | torch.device | None = None,
-        target_dtype: str | torch.dtype | None = None,
+        split: str = SPLIT.default,
+        batch_size: int = BATCH_SIZE.default,
+        **options: Unpack[TorchOptions],
     ) -> None:
+        given = resolve(self.OPTIONS, options, type(self).__name__)
+        layout = given.pop("layout")
+        augment_device = given.pop("augment_device")
+        target_dtype = given.pop("target_dtype")
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}, not {layout!r}")
-        if augment_device is not None and augment is None:
+        if augment_device is not None and given["augment"] is None:
             raise ValueError("augment_device names where to run augment=...: give both")
-        rank, world_size = _distributed(rank, world_size)
-        shuffle = self.default_shuffle if shuffle is None else shuffle
-        self.loader = Loader(
-            path, split, batch_size, shuffle, one_hot, normalize, drop_remainder, seed,
-            shuffle_window, rank, world_size, uneven, augment, cache_dir=cache_dir,
-        )  # fmt: skip
+        given["rank"], given["world_size"] = _distributed(given["rank"], given["world_size"])
+        self.loader = Loader(path, split, batch_size, **given)
         self.layout = layout
-        self._target_dtype = _target_dtype(target_dtype, one_hot)
+        self._target_dtype = _target_dtype(target_dtype, given["one_hot"])
         self._finish = None if augment_device is None else self._device_finish(augment_device)
         self._position = torch.zeros(ENCODED_LENGTH, dtype=torch.int64).share_memory_()
         self._publish()
@@ -250,17 +282,14 @@ class PackedDataset(_Packed, Dataset):
 
     Images uint8 `[B,H,W,3]` (`layout="NCHW"`: `[B,3,H,W]`, a channels_last view), float32
     with `normalize`; targets int64 `[B]` or `[B,H,W]`, float32 one-hot with `one_hot=True`,
-    or `target_dtype` ("uint8" keeps the stored bytes; with `augment_device` the conversion
-    happens on the device, after the copy).
-    Use `DataLoader(ds, batch_size=None, num_workers=N, pin_memory=True,
-    persistent_workers=True)`, without `shuffle` or a sampler (the order is the dataset's,
-    seeded). `rank`/`world_size` (default: torch.distributed's) give each rank a disjoint
-    part of every epoch with the same number of batches (`uneven="pad"` or `"drop"`). A pack
-    at a URL is read through a local shard cache in `cache_dir` (default: the user's cache
-    folder), shared safely by the DataLoader's workers. `augment` warps images and masks in
-    the workers (NumPy/OpenCV); with `augment_device="cuda"` the workers read raw batches and
-    each arrives as a `DeviceBatch` that unpacking warps on the GPU in one batched call.
+    or `target_dtype`. Use `DataLoader(ds, batch_size=None, num_workers=N, pin_memory=True,
+    persistent_workers=True)`, without `shuffle` or a sampler: the dataset orders its
+    batches itself (seeded, resumable) and gives each rank its part. The options (below) are
+    the readers' (`packer.reading.options`) and torch's own; a remote pack's shard cache is
+    shared safely by the DataLoader's workers.
     """
+
+    OPTIONS = options_of(TorchOptions, **FROM_TORCH_DISTRIBUTED)
 
     def __len__(self) -> int:
         return self._sync()
@@ -284,13 +313,20 @@ class PackedIterable(_Packed, IterableDataset):
 
     `shuffle="windows"` by default: shards in a seeded order, shuffled within windows read
     ahead as sequential runs. Give the DataLoader `batch_size=None` (a batch_size there would
-    stack whole batches; this cannot be detected from inside the dataset).
+    stack whole batches; this cannot be detected from inside the dataset). Its options (below)
+    are PackedDataset's, `shuffle`'s default aside.
     """
 
-    default_shuffle = "windows"
+    OPTIONS = options_of(TorchOptions, shuffle=Default("windows"), **FROM_TORCH_DISTRIBUTED)
 
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        split: str = SPLIT.default,
+        batch_size: int = BATCH_SIZE.default,
+        **options: Unpack[TorchOptions],
+    ) -> None:
+        super().__init__(path, split, batch_size, **options)
         self._next: tuple[int, int] | None = None  # (next batch, stride) while iterating
         self._resume: tuple[int, int] | None = None  # where the next iteration starts, if loaded
 
@@ -327,3 +363,9 @@ class PackedIterable(_Packed, IterableDataset):
                     f"(torchdata's StatefulDataLoader saves them): resume with as many"
                 )
             self._resume = (state["next"], state["stride"])
+
+
+with_signature(_Packed.__init__, PackedDataset.OPTIONS)
+with_signature(PackedIterable.__init__, PackedIterable.OPTIONS)
+documented(PackedDataset, PackedDataset.OPTIONS)
+documented(PackedIterable, PackedIterable.OPTIONS)

@@ -12,32 +12,41 @@ place in the epoch's global order and restore it exactly, in any layout.
 from __future__ import annotations
 
 import os
+from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..schema import record_bytes
 from .dataset import PackedDataset, Split
+from .options import (
+    BATCH_SIZE,
+    SPLIT,
+    LoaderOptions,
+    documented,
+    options_of,
+    resolve,
+    with_signature,
+)
 from .position import Pass, agreed
 from .sampler import SHUFFLE_MODES, Sampler, larger_than_ram, window_length
 from .transforms import BatchTransform
 
 if TYPE_CHECKING:
-    from ..augment import Augment, AugmentParams
+    from typing import Unpack
+
+    from ..augment import AugmentParams
+
+LOADER_OPTIONS = options_of(LoaderOptions)
 
 
 class Loader:
     """Batches of one split, in a new seeded order every epoch.
 
-    `shuffle`: True picks "windows" when the split exceeds half the machine's RAM, else
-    "global"; "global" draws batches from the whole split; "windows" visits shards in a
-    shuffled order and shuffles within windows of `shuffle_window` records, each read ahead
-    as sequential runs (for packs larger than RAM); False keeps the pack's order. With
-    `world_size` > 1 this loader yields rank `rank`'s part of every epoch (see Sampler).
-    `augment` (a `packer.Augment`) warps images and masks of each batch, drawn per (seed,
-    epoch, sample index), before normalisation and one-hot. A pack at a URL is read through a
-    local shard cache in `cache_dir` (default: the user's cache folder) of at most
-    `cache_bytes` (see storage.cache).
+    With `world_size` > 1 this loader yields rank `rank`'s part of every epoch (see Sampler);
+    a rank or world size of None is one process's. A pack at a URL is read through a local
+    shard cache (see storage.cache). The options are `LoaderOptions` (`reading.options`),
+    listed below.
 
     Batches are numbered within the current pass: the whole epoch, or after `load_state_dict`
     what the saved position left of it (`len` is the pass's batches).
@@ -46,47 +55,40 @@ class Loader:
     def __init__(
         self,
         path: str | os.PathLike,
-        split: str = "train",
-        batch_size: int = 32,
-        shuffle: bool | str = True,
-        one_hot: bool = False,
-        normalize: str | None = None,
-        drop_remainder: bool = False,
-        seed: int | None = None,
-        shuffle_window: int | None = None,
-        rank: int = 0,
-        world_size: int = 1,
-        uneven: str = "pad",
-        augment: Augment | None = None,
-        cache_dir: str | os.PathLike | None = None,
-        cache_bytes: int | None = None,
+        split: str = SPLIT.default,
+        batch_size: int = BATCH_SIZE.default,
+        **options: Unpack[LoaderOptions],
     ) -> None:
+        o = SimpleNamespace(**resolve(LOADER_OPTIONS, options, "Loader"))
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-        if shuffle not in SHUFFLE_MODES:
-            raise ValueError(f"shuffle must be True, False, 'global' or 'windows', not {shuffle!r}")
+        if o.shuffle not in SHUFFLE_MODES:
+            raise ValueError(
+                f"shuffle must be True, False, 'global' or 'windows', not {o.shuffle!r}"
+            )
         self.path = os.fspath(path)
-        self.cache = (cache_dir, cache_bytes)  # where a remote pack's shards are cached
+        self.cache = (o.cache_dir, o.cache_bytes)  # where a remote pack's shards are cached
         self.split_name = split
         self.pass_ = Pass(0)
-        self.augment = augment
+        self.augment = o.augment
         self._split: Split | None = None
         dataset = self.split.dataset
         record = record_bytes(dataset.fields)
+        shuffle = o.shuffle
         if shuffle is True:
             shuffle = "windows" if larger_than_ram(record * self.split.count) else "global"
         self.sampler = Sampler(
             [s["count"] for s in self.split.shards],
             batch_size,
             shuffle,
-            0 if seed is None else seed,
-            shuffle_window or window_length(record, batch_size),
-            drop_remainder,
-            rank,
-            world_size,
-            uneven,
+            seed=0 if o.seed is None else o.seed,
+            window=o.shuffle_window or window_length(record, batch_size),
+            drop_remainder=o.drop_remainder,
+            rank=0 if o.rank is None else o.rank,
+            world_size=1 if o.world_size is None else o.world_size,
+            uneven=o.uneven,
         )
-        self.transform = BatchTransform(dataset.manifest, normalize, one_hot)
+        self.transform = BatchTransform(dataset.manifest, o.normalize, o.one_hot)
         self._prefetched: set[tuple[Pass, int]] = set()
 
     @property
@@ -194,3 +196,7 @@ class Loader:
             self._prefetched.add((p, first))
             for start, stop in self.sampler.window_runs(p, ahead):
                 reader.prefetch(start, stop)
+
+
+with_signature(Loader.__init__, LOADER_OPTIONS)
+documented(Loader, LOADER_OPTIONS)
