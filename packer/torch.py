@@ -10,7 +10,8 @@
             checkpoint["data"] = ds.state_dict(batches=step + 1)
 
 Items are whole batches: the DataLoader gets `batch_size=None` (a PackedDataset refuses
-another), no `shuffle`, sampler or DistributedSampler: the dataset orders and shards itself.
+another), no `shuffle`, sampler or DistributedSampler: the dataset orders and shards itself
+(a PackedDataset refuses the RandomSampler of `shuffle=True` and a DistributedSampler).
 A fresh dataset given `load_state_dict(checkpoint["data"])` yields exactly the samples the
 interrupted run had left, with any number of workers, ranks or batch size (a state names a
 place in the epoch's global order); torchdata's StatefulDataLoader saves and restores the
@@ -23,11 +24,19 @@ batches over in reusable shared-memory slots (`reading.handoff`).
 from __future__ import annotations
 
 import os
+import sys
+from types import FrameType
 from typing import TYPE_CHECKING, Annotated
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset, IterableDataset, get_worker_info
+from torch.utils.data import (
+    Dataset,
+    DistributedSampler,
+    IterableDataset,
+    RandomSampler,
+    get_worker_info,
+)
 
 from . import torch_device
 from .reading import handoff
@@ -283,15 +292,16 @@ class PackedDataset(_Packed, Dataset):
     Images uint8 `[B,H,W,3]` (`layout="NCHW"`: `[B,3,H,W]`, a channels_last view), float32
     with `normalize`; targets int64 `[B]` or `[B,H,W]`, float32 one-hot with `one_hot=True`,
     or `target_dtype`. Use `DataLoader(ds, batch_size=None, num_workers=N, pin_memory=True,
-    persistent_workers=True)`, without `shuffle` or a sampler: the dataset orders its
-    batches itself (seeded, resumable) and gives each rank its part. The options (below) are
-    the readers' (`packer.reading.options`) and torch's own; a remote pack's shard cache is
-    shared safely by the DataLoader's workers.
+    persistent_workers=True)`: the dataset orders its batches itself (seeded, resumable) and
+    gives each rank its part, so a DataLoader that shuffles or samples them is refused. The
+    options (below) are the readers' (`packer.reading.options`) and torch's own; a remote
+    pack's shard cache is shared safely by the DataLoader's workers.
     """
 
     OPTIONS = options_of(TorchOptions, **FROM_TORCH_DISTRIBUTED)
 
     def __len__(self) -> int:
+        _refuse_reordering(sys._getframe(1))
         return self._sync()
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -363,6 +373,20 @@ class PackedIterable(_Packed, IterableDataset):
                     f"(torchdata's StatefulDataLoader saves them): resume with as many"
                 )
             self._resume = (state["next"], state["stride"])
+
+
+def _refuse_reordering(caller: FrameType) -> None:
+    """A ValueError when the length is asked for by a sampler that would reorder or split
+    the batches: the RandomSampler of a DataLoader's `shuffle=True` (its `num_samples`, when
+    the DataLoader is made) or a DistributedSampler."""
+    sampler = caller.f_locals.get("self")
+    if isinstance(sampler, RandomSampler | DistributedSampler):
+        raise ValueError(
+            f"packer.torch.PackedDataset orders and shards its batches itself (seeded, "
+            f"resumable): give the DataLoader shuffle=False and no {type(sampler).__name__}; "
+            f"shuffle with the dataset's shuffle=, shard with its rank/world_size (default: "
+            f"torch.distributed's)"
+        )
 
 
 with_signature(_Packed.__init__, PackedDataset.OPTIONS)

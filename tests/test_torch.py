@@ -10,14 +10,22 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, DistributedSampler, RandomSampler
 
 import packer
 from packer.augment import Augment
 from packer.reading.transforms import one_hot_table
 from packer.torch import PackedDataset
 from packer.torch_device import DeviceBatch
-from tests.torch_jobs import DDP_CASES, KINDS, ddp_rank, epochs, everything, sample_ids
+from tests.torch_jobs import (
+    DDP_CASES,
+    KINDS,
+    ddp_rank,
+    epochs,
+    everything,
+    ids_of,
+    sample_ids,
+)
 
 FORMATS = ("npy", "tfrecord", "recordio")
 
@@ -141,6 +149,28 @@ def test_a_dataloader_batch_size_is_refused_with_the_fix(seg):
     ds = PackedDataset(seg["npy"], batch_size=4)
     with pytest.raises(TypeError, match="batch_size=None"):
         next(iter(DataLoader(ds, batch_size=2)))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_dataloader_that_shuffles_or_samples_the_batches_is_refused_with_the_fix(seg, workers):
+    """Its batch order would break exact resume and the ranks' parts: one line says what to do,
+    when the DataLoader is made or first iterated; the dataset's own shuffle goes on working."""
+    ds = PackedDataset(seg["npy"], batch_size=3, seed=1)
+    fix = r"give the DataLoader shuffle=False and no (RandomSampler|DistributedSampler)"
+    with pytest.raises(ValueError, match=fix) as made:
+        DataLoader(ds, batch_size=None, shuffle=True, num_workers=workers)
+    assert "\n" not in str(made.value) and "shuffle=" in str(made.value)
+    sampled = DataLoader(ds, batch_size=None, sampler=RandomSampler(ds, num_samples=3))
+    with pytest.raises(ValueError, match=fix):
+        next(iter(sampled))
+    with pytest.raises(ValueError, match=fix):
+        DistributedSampler(ds, num_replicas=2, rank=0)
+    ids = sample_ids(seg["npy"])
+    loader = DataLoader(ds, batch_size=None, shuffle=False, num_workers=workers)
+    first, second = epochs(ds, loader, 2, ids)
+    reference = PackedDataset(seg["npy"], batch_size=3, seed=1)
+    assert first == [i for b in range(len(reference)) for i in ids_of(reference[b][0], ids)]
+    assert sorted(second) == list(range(14)) and second != first
 
 
 def test_augment_applies_the_seeded_draw_of_each_sample(seg):
