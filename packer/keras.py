@@ -50,7 +50,11 @@ class SequenceOptions(LoaderOptions, total=False):
     ]
     max_queue_size: Annotated[
         int | None,
-        Default(None, "Batches the workers make ahead.", shown="twice workers; Keras' own"),
+        Default(
+            None,
+            "Batches the workers make ahead.",
+            shown="twice workers for packer's workers, else Keras' default",
+        ),
     ]
     use_multiprocessing: Annotated[
         bool,
