@@ -1,32 +1,27 @@
 """Batches made in packer-owned worker processes and handed over through shared memory.
 
-Workers write each batch into one of a ring of memory slots (memfds: memory without a name,
-so nothing outlives the processes, SIGKILL included); only slot numbers, shapes and dtypes
-travel through the pipes. The parent yields the batches in order, as views of their slot.
+Workers write each batch into one of a `ring.Ring` of shared-memory slots (memory without a
+name, so nothing outlives the processes, SIGKILL included); only slot numbers, shapes and
+dtypes travel through the pipes. The parent yields the batches in order, as views of their
+slot. What runs in the workers is in `pipeline_worker`.
 """
 
 from __future__ import annotations
 
 import collections
-import contextlib
-import mmap
 import multiprocessing
 import os
 import pickle
-import signal
-import sys
 import threading
-import traceback
 import weakref
 from collections.abc import Callable, Iterator
 from multiprocessing import connection
 from typing import Any
 
-import numpy as np
-
 from ..errors import PackError
-from ..processes import die_with_parent, main_hidden, one_opencv_thread, start_method
-from .slots import SharedFd, Slots, anonymous_memory, build, nbytes, split
+from ..processes import main_hidden, start_method
+from .pipeline_worker import build, main_importable, shutdown, work
+from .ring import Ring, SharedFd
 
 _PER_WORKER = 2  # tasks queued per worker, so none waits for the parent between batches
 _RESERVE = 2  # slots a consumer holds beyond those queued for it (Keras queues `ahead`)
@@ -81,12 +76,7 @@ class Pipeline:
         self.start_method = start or start_method()
         self._lock = threading.Condition(threading.RLock())
         self.holds = self.ahead + _RESERVE  # batches held as zero-copy views; then copies
-        # slots in use come last-freed first, so those beyond what is in use stay untouched
-        self._fds = [anonymous_memory() for _ in range(self.ahead + self.holds)]
-        self._maps: list[mmap.mmap | None] = [None] * len(self._fds)
-        self._free = list(range(len(self._fds)))
-        self._held: dict[int, weakref.ref] = {}
-        self._released: collections.deque[int] = collections.deque()
+        self._ring = Ring.anonymous(self.ahead + self.holds, "packer-slot")
         self._ready: dict[int, tuple] = {}
         self._pending: set[int] = set()
         self._queued = [0] * workers  # messages each worker has yet to answer
@@ -99,12 +89,12 @@ class Pipeline:
         self._gen = 0
         context = multiprocessing.get_context(self.start_method)
         deathsig = threading.current_thread() is threading.main_thread()
-        shared = [SharedFd(fd) for fd in self._fds]
+        shared = [SharedFd(memory.fd) for memory in self._ring.memory]
         self._conns: list[connection.Connection] = []
         self._processes: list[multiprocessing.process.BaseProcess] = []
-        self._finalizer = weakref.finalize(self, _shutdown, self._processes, self._conns, self._fds)
+        self._finalizer = weakref.finalize(self, shutdown, self._processes, self._conns, self._ring)
         needs_main = b"__main__" in payload  # pickled by reference to the main script
-        if needs_main and self.start_method != "fork" and not _main_importable():
+        if needs_main and self.start_method != "fork" and not main_importable():
             raise TypeError(
                 "produce uses code defined in an interactive session, which spawned workers "
                 "cannot import: define it in a module (a .py file) and import it from there"
@@ -115,7 +105,7 @@ class Pipeline:
             for number in range(workers):
                 parent_end, child_end = context.Pipe()
                 process = context.Process(
-                    target=_work,
+                    target=work,
                     args=(payload, child_end, shared, os.getpid(), deathsig, spawned),
                     name=f"packer-pipeline-{number}",
                     daemon=True,
@@ -182,7 +172,7 @@ class Pipeline:
             self._gen += 1
             self._pending.clear()
             for message in self._ready.values():
-                self._free.append(message[3])
+                self._ring.free(message[3])
             self._ready.clear()
             self._acks = []
             for number in range(len(self._conns)):
@@ -198,7 +188,6 @@ class Pipeline:
         """Stop the workers and let go of the slots (batches still held stay valid)."""
         with self._lock:
             self._finalizer()
-            self._maps = [None] * len(self._maps)
 
     # -- parent side --------------------------------------------------------------------
 
@@ -220,7 +209,7 @@ class Pipeline:
         window = self._reading_ahead()
         spare = sorted((i for i in self._ready if i not in self._asked), key=window.__contains__)
         if spare:
-            self._free.append(self._ready.pop(spare[0])[3])
+            self._ring.free(self._ready.pop(spare[0])[3])
 
     def _send(self, number: int, message: tuple) -> None:
         try:
@@ -232,19 +221,17 @@ class Pipeline:
     def _fill(self) -> None:
         """Hand the batches asked for, then those to read ahead, to the least busy workers
         while slots are free (a batch asked for takes one from a batch made ahead)."""
-        while self._released:
-            slot = self._released.popleft()
-            if self._held.pop(slot, None) is not None:
-                self._free.append(slot)
         for index in [*sorted(self._asked), *self._reading_ahead()]:
             if index in self._ready or index in self._pending:
                 continue
-            if not self._free and index in self._asked:
+            if self._ring.free_slot() is None and index in self._asked:
                 self._evict()
             number = min(range(len(self._conns)), key=self._queued.__getitem__)
-            if not self._free or self._queued[number] >= _PER_WORKER:
+            slot = self._ring.free_slot()
+            if slot is None or self._queued[number] >= _PER_WORKER:
                 return
-            self._send(number, ("batch", self._gen, index, self._free.pop()))
+            self._ring.take(slot)
+            self._send(number, ("batch", self._gen, index, slot))
             self._pending.add(index)
 
     def _await(self) -> None:
@@ -300,7 +287,7 @@ class Pipeline:
             self._pending.discard(index)
             self._ready[index] = (*message, number)
         else:
-            self._free.append(slot)
+            self._ring.free(slot)
 
     def _died(self, number: int) -> None:
         process = self._processes[number]
@@ -320,31 +307,14 @@ class Pipeline:
     def _hand_out(self, message: tuple) -> Any:
         kind, _, index, slot, spec, layout, number = message
         if kind == "error":
-            self._free.append(slot)
+            self._ring.free(slot)
             raise WorkerError(f"batch {index} failed in worker {number}:\n{spec}")
         if not layout:
-            self._free.append(slot)
+            self._ring.free(slot)
             return build(spec, [])
-        end = layout[-1][0] + nbytes(layout[-1])
-        owner = np.frombuffer(self._mapped(slot, end), np.uint8, count=end)
-        leaves = [owner[o : o + nbytes((o, s, d))].view(d).reshape(s) for o, s, d in layout]
-        if len(self._held) >= self.holds:
-            leaves = [np.array(leaf) for leaf in leaves]
-            self._free.append(slot)
-        else:
-            released = self._released
-            self._held[slot] = weakref.ref(owner, lambda _, s=slot: released.append(s))
-        return build(spec, leaves)
-
-    def _mapped(self, slot: int, end: int) -> mmap.mmap:
-        mapping = self._maps[slot]
-        if mapping is None or len(mapping) < end:
-            if mapping is not None:
-                with contextlib.suppress(BufferError):
-                    mapping.close()
-            mapping = mmap.mmap(self._fds[slot], os.fstat(self._fds[slot]).st_size)
-            self._maps[slot] = mapping
-        return mapping
+        if self._ring.viewed() >= self.holds:  # the caller keeps batches: copies, slot freed
+            return build(spec, self._ring.copies(slot, layout))
+        return build(spec, self._ring.views(slot, layout))
 
 
 def asking_threads(ahead: int) -> dict:
@@ -352,73 +322,3 @@ def asking_threads(ahead: int) -> dict:
     ahead: as many threads, which only ask (Keras shuffles batch order in `fit`, and asks
     ahead in that order only through its enqueuer), never Keras' own processes."""
     return {"workers": ahead, "use_multiprocessing": False, "max_queue_size": ahead}
-
-
-def _shutdown(processes: list, conns: list, fds: list[int]) -> None:
-    """Ask the workers to stop, kill those that do not, close pipes and memory."""
-    for conn in conns:
-        with contextlib.suppress(OSError):
-            conn.send(("stop",))
-    for process in processes:
-        process.join(timeout=2)
-        if process.is_alive():
-            process.kill()
-            process.join(timeout=5)
-    for conn in conns:
-        conn.close()
-    for fd in fds:
-        with contextlib.suppress(OSError):
-            os.close(fd)
-
-
-def _main_importable() -> bool:
-    """Whether spawned workers can import the main module (a script, or `python -m`)."""
-    main = sys.modules["__main__"]
-    path = getattr(main, "__file__", None)
-    return getattr(main, "__spec__", None) is not None or bool(path and os.path.isfile(path))
-
-
-def _work(
-    payload: bytes,
-    conn: connection.Connection,
-    shared: list,
-    parent: int,
-    deathsig: bool,
-    spawned: bool,
-) -> None:
-    """A worker's loop: make the batches asked for into their slots, answer calls, until
-    told to stop or the parent is gone."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if deathsig:
-        die_with_parent(parent)
-    if spawned:
-        one_opencv_thread()
-    try:
-        produce = pickle.loads(payload)
-    except BaseException:
-        conn.send(("failed", traceback.format_exc()))
-        return
-    slots = Slots([s.fd for s in shared])
-    while True:
-        try:
-            message = conn.recv()
-        except (EOFError, OSError):
-            return
-        if message[0] == "stop":
-            return
-        if message[0] == "call":
-            _, method, args = message
-            try:
-                getattr(getattr(produce, "__self__", produce), method)(*args)
-                conn.send(("called", None))
-            except Exception:
-                conn.send(("called", traceback.format_exc()))
-            continue
-        _, gen, index, slot = message
-        try:
-            arrays: list[np.ndarray] = []
-            spec = split(produce(index), arrays)
-            layout = slots.write(slot, arrays)
-            conn.send(("batch", gen, index, slot, spec, layout))
-        except Exception:
-            conn.send(("error", gen, index, slot, traceback.format_exc(), None))
