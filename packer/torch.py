@@ -234,22 +234,26 @@ class _Packed:
 
     def _read_into_slot(self, index: int, raw_targets: bool = False) -> handoff.Slot | None:
         """Uint8 images read straight into a free slot (one copy), targets beside them: as
-        stored with `raw_targets`, else as the transform makes them."""
+        stored with `raw_targets` or when stored is what is asked (one copy too), else as the
+        transform makes them."""
         loader, transform = self.loader, self.loader.transform
         count = len(loader.indices(index))
         fields = {f.name: ((count, *f.shape), f.dtype) for f in loader.dataset.fields}
         targets = fields[transform.target]
-        if not raw_targets:
+        as_stored = raw_targets or (
+            transform.one_hot is None and np.dtype(targets[1]) == self._target_dtype
+        )
+        if not as_stored:
             one_hot = (transform.num_classes,) if transform.one_hot is not None else ()
             targets = (targets[0] + one_hot, self._target_dtype)
         slot = self._sender.take([(fields["images"][0], np.uint8), targets])
         if slot is not None:
             out = {name: np.empty(*spec) for name, spec in fields.items()}
             out["images"] = slot.arrays[0]
-            if raw_targets:
+            if as_stored:
                 out[transform.target] = slot.arrays[1]
             arrays = loader.read(index, out=out)
-            if not raw_targets:
+            if not as_stored:
                 np.copyto(slot.arrays[1], transform(arrays)[1], casting="unsafe")
         return slot
 
