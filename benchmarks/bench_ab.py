@@ -1,9 +1,10 @@
 """A/B: this checkout against an earlier revision, packing and reading the same images in one run.
 
 A refactor must leave bytes and speed alone. The earlier revision is checked out into a
-temporary git worktree; each round runs both versions in fresh processes in alternating
-order (same venv, each side's `packer` first on PYTHONPATH), on the same synthetic
-segmentation source:
+temporary git worktree and this checkout's files (tracked and untracked, not ignored) are
+copied beside it, so both sides run from alike fresh folders; each round runs both versions
+in fresh processes in alternating order (same venv, each side's `packer` first on
+PYTHONPATH), on the same synthetic segmentation source:
 
   pack   `packer.pack(SRC, OUT, workers=W)`, seconds in-process (imports excluded)
   read   `PackedSequence` shuffled uint8 batches of 16 over the npy pack, img/s over
@@ -11,7 +12,9 @@ segmentation source:
   torch  `packer.torch.PackedDataset` in a DataLoader with 0 workers, the same way
 
 It also checks that both versions wrote the same shard bytes (the manifests' SHA-256s).
-Ratios are B (this checkout) / A (the revision); medians over rounds.
+Ratios are B (this checkout) / A (the revision), taken within each round (the two sides ran
+seconds apart) and reported as their median and range over rounds; `--before HEAD` shows the
+noise of the machine (same code both sides).
 
     python benchmarks/bench_ab.py --before REV [--images 300] [--rounds 5]
 """
@@ -21,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -75,6 +79,19 @@ def run(tree: Path, script: str, *args: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def copy_checkout(dest: Path) -> Path:
+    """This checkout's working files (committed or not, ignored ones left out) copied to `dest`."""
+    listed = subprocess.run(
+        ["git", "-C", str(REPO), "ls-files", "-z", "-co", "--exclude-standard"],
+        check=True, capture_output=True,
+    ).stdout.decode()  # fmt: skip
+    for name in filter(None, listed.split("\0")):
+        if (REPO / name).is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, dest / name)
+    return dest
+
+
 def shard_hashes(pack: Path) -> list[str]:
     """The SHA-256 of every shard file the pack's manifest lists, in order."""
     data = json.loads((pack / "dataset.json").read_text())
@@ -101,7 +118,7 @@ def main() -> None:
         )
         try:
             src = make_segmentation(root / "src", {"train": args.images}, size=(512, 384))
-            sides = {"A": before, "B": REPO}
+            sides = {"A": before, "B": copy_checkout(root / "after")}
             times: dict[str, dict[str, list[float]]] = {
                 side: {"pack": [], "read": [], "torch": []} for side in sides
             }
@@ -121,12 +138,14 @@ def main() -> None:
         finally:
             subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(before)])
     print(f"\nA = {args.before}, B = this checkout; {args.images} images, {args.rounds} rounds\n")
-    print("| row | A img/s | B img/s | B / A |")
-    print("|---|---:|---:|---:|")
+    print("| row | A img/s | B img/s | B / A, median of rounds | range |")
+    print("|---|---:|---:|---:|---:|")
     for row, label in (("pack", f"pack, {args.workers} workers"), ("read", "PackedSequence"),
                        ("torch", "packer.torch, 0 workers")):  # fmt: skip
         a, b = (statistics.median(times[side][row]) for side in sides)
-        print(f"| {label} | {a:,.0f} | {b:,.0f} | {b / a:.3f} |")
+        ratios = [y / x for x, y in zip(times["A"][row], times["B"][row], strict=True)]
+        spread = f"{min(ratios):.3f}-{max(ratios):.3f}"
+        print(f"| {label} | {a:,.0f} | {b:,.0f} | {statistics.median(ratios):.3f} | {spread} |")
 
 
 if __name__ == "__main__":
