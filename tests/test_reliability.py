@@ -205,33 +205,6 @@ def test_sigkill_at_any_point_then_rerun_gives_identical_output(many_shards, tmp
     assert len(stamps) >= 3 * after  # three files per finished shard
 
 
-def test_ctrl_c_stops_workers_cleans_up_and_says_how_to_resume(many_shards, tmp_path):
-    src, args, reference = many_shards
-    out = tmp_path / "out"
-    proc = subprocess.Popen(
-        pack_cmd(src, out, *args, "--workers", "2"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    wait_for_receipts(out, 2, proc)
-    workers = children_of(proc.pid)
-    assert workers
-    proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=30)  # a guard against a hang, not a timing
-    assert proc.returncode == 130
-    assert len(finished_shards(out)) < 40  # it stopped at once rather than finishing
-    assert "run the same command again to resume" in stderr
-    assert "Traceback" not in stderr
-    deadline = time.monotonic() + 5
-    while any(alive(w) for w in workers) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not any(alive(w) for w in workers), "orphan worker processes"
-    assert not list(out.rglob(".tmp-*")) and not list(out.rglob("*.part"))
-    subprocess.run(pack_cmd(src, out, *args), check=True, capture_output=True, timeout=120)
-    assert manifest_hashes(out) == manifest_hashes(reference)
-
-
 def _gone(pids: set[int], seconds: float = 5) -> bool:
     deadline = time.monotonic() + seconds
     while any(alive(p) for p in pids) and time.monotonic() < deadline:
@@ -239,9 +212,9 @@ def _gone(pids: set[int], seconds: float = 5) -> bool:
     return not any(alive(p) for p in pids)
 
 
-def test_sigterm_stops_the_pack_as_ctrl_c_does_and_exits_143(many_shards, tmp_path):
-    src, args, _ = many_shards
-    out = tmp_path / "out"
+def _interrupted(src, args, out, sig: int) -> tuple[int, str, set[int]]:
+    """A 2-worker pack sent `sig` once two shards are finished: its exit code, its stderr
+    and the worker processes it had."""
     proc = subprocess.Popen(
         pack_cmd(src, out, *args, "--workers", "2"),
         stdout=subprocess.PIPE,
@@ -251,9 +224,30 @@ def test_sigterm_stops_the_pack_as_ctrl_c_does_and_exits_143(many_shards, tmp_pa
     wait_for_receipts(out, 2, proc)
     workers = children_of(proc.pid)
     assert workers
-    proc.send_signal(signal.SIGTERM)
-    _, stderr = proc.communicate(timeout=10)
-    assert proc.returncode == 128 + signal.SIGTERM, stderr
+    proc.send_signal(sig)
+    _, stderr = proc.communicate(timeout=30)  # a guard against a hang, not a timing
+    return proc.returncode, stderr, workers
+
+
+def test_ctrl_c_stops_workers_cleans_up_and_says_how_to_resume(many_shards, tmp_path):
+    src, args, reference = many_shards
+    out = tmp_path / "out"
+    returncode, stderr, workers = _interrupted(src, args, out, signal.SIGINT)
+    assert returncode == 130
+    assert len(finished_shards(out)) < 40  # it stopped at once rather than finishing
+    assert "run the same command again to resume" in stderr
+    assert "Traceback" not in stderr
+    assert _gone(workers), "orphan worker processes"
+    assert not list(out.rglob(".tmp-*")) and not list(out.rglob("*.part"))
+    subprocess.run(pack_cmd(src, out, *args), check=True, capture_output=True, timeout=120)
+    assert manifest_hashes(out) == manifest_hashes(reference)
+
+
+def test_sigterm_stops_the_pack_as_ctrl_c_does_and_exits_143(many_shards, tmp_path):
+    src, args, _ = many_shards
+    out = tmp_path / "out"
+    returncode, stderr, workers = _interrupted(src, args, out, signal.SIGTERM)
+    assert returncode == 128 + signal.SIGTERM, stderr
     assert "interrupted: finished shards are kept" in stderr
     assert "run the same command again to resume:" in stderr and f"pack {src} " in stderr
     assert "Traceback" not in stderr
