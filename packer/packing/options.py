@@ -67,6 +67,14 @@ PLAN_OPTIONS = (
         kind="split",
         shown="split folders, else all in train",
     ),
+    Option(
+        "task",
+        "auto",
+        "What each sample's target is: auto takes the layout's own (YOLO and VOC: detection; "
+        "COCO: segmentation).",
+        kind="choice",
+        choices=("auto", "classification", "segmentation", "detection", "instances"),
+    ),
     Option("layout", "auto", "Source layout; auto detects it.", kind="choice", choices=LAYOUTS),
     Option(
         "masks",

@@ -10,6 +10,7 @@ from __future__ import annotations
 from ..errors import SourceError
 from .detect import LAYOUTS, scan
 from .model import IMAGE_EXTENSIONS, AnnotationOptions, Rejection, Sample, SourceScan
+from .objects import ObjectsRecipe, SourceObject
 from .recipes import MaskRecipe, mask_files, mask_key, mask_line
 from .splits import SPLIT_NAMES, assign_split, parse_split_spec
 
@@ -19,9 +20,11 @@ __all__ = [
     "SPLIT_NAMES",
     "AnnotationOptions",
     "MaskRecipe",
+    "ObjectsRecipe",
     "Rejection",
     "Sample",
     "SourceError",
+    "SourceObject",
     "SourceScan",
     "assign_split",
     "mask_files",

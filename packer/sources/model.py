@@ -159,9 +159,12 @@ class AnnotationOptions:
     coco: tuple[tuple[str, str], ...] = ()
     overlap: str = "ignore"
     crowd: str = "ignore"
+    task: str = "auto"  # auto: the layout's own; or detection, instances, segmentation, ...
 
     @classmethod
-    def given(cls, coco, overlap: str = "ignore", crowd: str = "ignore") -> AnnotationOptions:
+    def given(
+        cls, coco, overlap: str = "ignore", crowd: str = "ignore", task: str = "auto"
+    ) -> AnnotationOptions:
         """From pack's arguments: `coco` one path, or split -> path; choices checked."""
         for name, value, choices in (("overlap", overlap, OVERLAPS), ("crowd", crowd, CROWDS)):
             if value not in choices:
@@ -174,7 +177,7 @@ class AnnotationOptions:
             files = (("", str(coco)),)
         else:
             files = tuple(_split_and_path(str(c)) for c in coco)
-        return cls(files, overlap, crowd)
+        return cls(files, overlap, crowd, task)
 
     def to_options(self) -> dict:
         """What the pack's options record: only what differs from the defaults (so packs made
@@ -186,6 +189,8 @@ class AnnotationOptions:
             found["overlap"] = self.overlap
         if self.crowd != "ignore":
             found["crowd"] = self.crowd
+        if self.task != "auto":
+            found["task"] = self.task
         return found
 
 
