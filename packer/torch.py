@@ -53,6 +53,7 @@ from .reading.options import (
     with_signature,
 )
 from .reading.position import ENCODED_LENGTH, Pass
+from .torch_pinning import pin_slots as pin_slots  # re-exported: packer.torch.pin_slots
 
 if TYPE_CHECKING:
     from typing import Unpack

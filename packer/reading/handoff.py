@@ -12,6 +12,10 @@ once the last is dropped, its byte says so and the worker may fill it again. Whi
 is held, `take` returns None and the caller sends its batch the ordinary way, so a caller that
 keeps batches never stalls a worker. (Why the worker, not the parent, owns the ring: see
 `ring`.)
+
+A framework adapter may also pin the slots in the parent (`pin_with`): packer.torch registers
+each slot's mapping with CUDA, so the DataLoader's `pin_memory=True` finds the batch already
+page-locked and copies nothing, and a slot is freed only once the copies out of it are done.
 """
 
 from __future__ import annotations
@@ -19,8 +23,9 @@ from __future__ import annotations
 import mmap
 import os
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -97,6 +102,37 @@ class Parcel:
 _senders: dict[str, tuple[Ring, np.ndarray]] = {}  # in the parent: name -> its ring, flags
 
 
+class Pinner(Protocol):
+    """What the parent may do with the slots it maps (see `pin_with`)."""
+
+    def pin(self, memory: Memory) -> None:
+        """Make the slot's current mapping page-locked for the device (once per mapping)."""
+
+    def release(self, free: Callable[[], None]) -> None:
+        """Free the slot (call `free`) once the device's pending copies out of it are done."""
+
+
+_pinner: Callable[[], Pinner | None] | None = None  # in the parent: makes the pinner, once
+_pinning: list[Pinner | None] = []  # the pinner made, or None: slots stay pageable
+
+
+def pin_with(make: Callable[[], Pinner | None] | None) -> None:
+    """Let the parent pin the slots it receives: `make()` (called at the first batch, so a
+    framework initialises its device only then) returns a Pinner, or None to leave them as
+    they are. A framework adapter sets this; None turns it off again."""
+    global _pinner
+    _pinner = make
+    _pinning.clear()
+
+
+def _current_pinner() -> Pinner | None:
+    if _pinner is None:
+        return None
+    if not _pinning:
+        _pinning.append(_pinner())
+    return _pinning[0]
+
+
 def receive(
     sender: str, index: int, flags: SharedFd | None, slot: SharedFd | None, layout: Layout
 ) -> list[np.ndarray]:
@@ -115,7 +151,12 @@ def receive(
     if slot is not None:
         ring.memory[index].fd = slot.fd
         page[GIVEN + index] = 1
-    return ring.views(index, layout)
+    pinner = _current_pinner()
+    if pinner is None:
+        return ring.views(index, layout)
+    views = ring.views(index, layout, pinner.release)
+    pinner.pin(ring.memory[index])
+    return views
 
 
 def _forget_dead_senders() -> None:

@@ -23,12 +23,13 @@ parent with the first batches that use them.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import mmap
 import os
 import tempfile
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from multiprocessing import reduction
 from typing import Any
 
@@ -101,6 +102,9 @@ class Memory:
     def __init__(self, fd: int | None = None) -> None:
         self.fd = fd
         self.mapping: mmap.mmap | None = None
+        # Called with a mapping about to be let go (a reader that registered it elsewhere,
+        # with CUDA say, takes it back first).
+        self.before_unmap: Callable[[mmap.mmap], None] | None = None
 
     def grown(self, end: int) -> mmap.mmap:
         """For the writer: a mapping of `end` bytes or more, the memory grown when shorter
@@ -130,6 +134,8 @@ class Memory:
 
     def close(self) -> None:
         """Let go of the descriptor and the mapping (views still held stay valid)."""
+        if self.mapping is not None and self.before_unmap is not None:
+            self.before_unmap(self.mapping)
         self.mapping = None
         if self.fd is not None:
             with contextlib.suppress(OSError):
@@ -137,6 +143,8 @@ class Memory:
             self.fd = None
 
     def _map(self, size: int) -> mmap.mmap:
+        if self.mapping is not None and self.before_unmap is not None:
+            self.before_unmap(self.mapping)
         if self.mapping is not None:
             with contextlib.suppress(BufferError):  # views still held keep it mapped
                 self.mapping.close()
@@ -170,12 +178,22 @@ class Ring:
         """Slot `index` may be filled again."""
         self.held[index] = FREE
 
-    def views(self, index: int, layout: Layout) -> list[np.ndarray]:
-        """The arrays at `layout` in slot `index`, which is freed once they are dropped."""
+    def views(
+        self,
+        index: int,
+        layout: Layout,
+        release: Callable[[Callable[[], None]], None] | None = None,
+    ) -> list[np.ndarray]:
+        """The arrays at `layout` in slot `index`, which is freed once they are dropped (or,
+        given `release`, when `release` calls the freeing function it is handed then)."""
         end = extent(layout)
         buffer = np.frombuffer(self.memory[index].mapped(end), np.uint8, count=end)
         self.held[index] = VIEWED
-        weakref.finalize(buffer, self.free, index)
+        free = functools.partial(self.free, index)
+        if release is None:
+            weakref.finalize(buffer, free)
+        else:
+            weakref.finalize(buffer, release, free)
         return arrays_at(buffer, layout)
 
     def copies(self, index: int, layout: Layout) -> list[np.ndarray]:
