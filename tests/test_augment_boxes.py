@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -336,3 +338,38 @@ def test_bad_targets_are_refused_clearly(change, message):
 def test_bad_limits_are_refused_clearly(kwargs, message):
     with pytest.raises(ValueError, match=message):
         Augment(**kwargs)
+
+
+def test_torch_targets_on_cuda_match_the_cpu():
+    """Where a GPU is present: the same targets, moved on the images' CUDA device."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device here")
+    from packer.augment import torch_exec
+
+    images, targets = scene(6, seed=12)
+    params = Augment(**CONFIGS["affine"], seed=5, min_visibility=0.2).draw(0, np.arange(6), HW)
+    on_cpu = run_torch(images, params, targets)
+    gpu_images = torch.as_tensor(images, device="cuda")
+    _, _, on_gpu = torch_exec.apply(gpu_images, None, params, targets=to_torch(targets))
+    for want, got in zip(on_cpu, on_gpu, strict=True):
+        assert got["boxes"].device.type == "cuda" and got["masks"].device.type == "cuda"
+        np.testing.assert_allclose(got["boxes"].cpu().numpy(), want["boxes"], atol=1e-3)
+        np.testing.assert_array_equal(got["labels"].cpu().numpy(), want["labels"])
+        if want["masks"].size:
+            assert (got["masks"].cpu().numpy() == want["masks"]).mean() >= 0.9999
+
+
+def test_the_readme_block_runs_as_written():
+    pytest.importorskip("torch")
+    pytest.importorskip("tensorflow")
+    readme = Path(__file__).resolve().parents[1] / "README.md"
+    section = readme.read_text().split("### Augmentation with boxes and per-object masks")[1]
+    block = re.search(r"```python\n(.*?)```", section, re.S)[1]
+    scope: dict = {}
+    exec(compile(block, "README.md", "exec"), scope)
+    np.testing.assert_allclose(
+        scope["moved"][0]["boxes"].numpy(), scope["moved_tf"]["boxes"][0, :1], atol=1e-3
+    )
+    assert scope["moved_tf"]["labels"].numpy().tolist() == [[3, -1, -1, -1], [-1, -1, -1, -1]]
+    assert scope["out"].shape == (2, 320, 448, 3)
