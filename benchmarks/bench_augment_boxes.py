@@ -8,7 +8,9 @@ constant fill), boxes as the corners' hull, clipped, dropped below a visible fra
 with their labels and masks (albumentations: `BboxParams(format="pascal_voc",
 min_visibility=0.3)` with the object's index as a label field, then the masks indexed by it,
 as its users keep masks and boxes together). One core: the process pinned, OpenCV, OpenMP and
-BLAS on one thread; alternating rounds of --seconds each, medians and ranges.
+BLAS on one thread; alternating rounds of --seconds each, medians and ranges, in images per
+wall second and per CPU second of the process (the machine may be shared: CPU time counts
+only what the core gave each side).
 
   packer targets      Augment.apply(images, targets=...) on batches of 16 (images, boxes,
                       labels, masks)
@@ -141,13 +143,14 @@ def pin() -> None:
     cv2.setNumThreads(1)
 
 
-def run_for(step: Callable[[], int], seconds: float) -> float:
-    """Repeat `step` (returning images done) for `seconds`: images per second."""
+def run_for(step: Callable[[], int], seconds: float) -> dict[str, float]:
+    """Repeat `step` (returning images done) for `seconds`: images per wall second and per
+    CPU second of this process (one thread: what the core gave it, whatever else ran)."""
     step()  # warm-up
-    done, start = 0, time.perf_counter()
+    done, start, cpu = 0, time.perf_counter(), time.process_time()
     while (elapsed := time.perf_counter() - start) < seconds:
         done += step()
-    return done / elapsed
+    return {"wall": done / elapsed, "cpu": done / (time.process_time() - cpu)}
 
 
 def following(count: int) -> Callable[[], tuple[int, np.ndarray]]:
@@ -241,7 +244,7 @@ def peer_main(data_path: Path) -> None:
     print(json.dumps({"ready": True, "version": A.__version__}), flush=True)
     for line in sys.stdin:
         request = json.loads(line)
-        print(json.dumps({"img_s": run_for(steps[request["run"]], request["seconds"])}), flush=True)
+        print(json.dumps(run_for(steps[request["run"]], request["seconds"])), flush=True)
 
 
 class Peer:
@@ -288,13 +291,13 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict:
         "packer images": packer_step(data, False),
     }
     names = [*local, *(("albu targets", "albu images") if peer else ())]
-    rounds: dict[str, list[float]] = {name: [] for name in names}
+    rounds: dict[str, list[dict]] = {name: [] for name in names}
     for r in range(args.rounds):
         for name in names[r % len(names) :] + names[: r % len(names)]:
             if name in local:
                 rounds[name].append(run_for(local[name], args.seconds))
             else:
-                rounds[name].append(peer.ask({"run": name, "seconds": args.seconds})["img_s"])
+                rounds[name].append(peer.ask({"run": name, "seconds": args.seconds}))
     if peer:
         peer.close()
     results["rounds"] = rounds
@@ -309,26 +312,32 @@ RATIOS = {
 }
 
 
+def spread(values: list[float], digits: int = 0) -> str:
+    """'median (low-high)' of per-round values."""
+    form = f",.{digits}f"
+    low, mid, high = min(values), statistics.median(values), max(values)
+    return f"{mid:{form}} ({low:{form}}-{high:{form}})"
+
+
 def report(results: dict, args: argparse.Namespace) -> None:
-    """The tables, as the README shows them: medians, ranges, per-round ratios."""
+    """The tables, as the README shows them: medians and ranges of rounds, ratios per round."""
     rounds = results["rounds"]
     print(f"\n{WIDTH}x{HEIGHT}, {results['data']}, batches of {BATCH}, min_visibility")
     print(f"{MIN_VISIBILITY}; {args.rounds} alternating rounds of {args.seconds:g} s on one core;")
     print(f"{machine()}; albumentations {results.get('albumentations', 'absent')}\n")
-    print("| contender | img/s, median | range |\n|---|---:|---:|")
-    for name, values in rounds.items():
-        print(
-            f"| {name} | {statistics.median(values):,.0f} | {min(values):,.0f}-{max(values):,.0f} |"
-        )
-    print("\n| ratio (per round) | median | range | target |\n|---|---:|---:|---:|")
+    print("| contender | img/s (wall) | img per CPU second |\n|---|---:|---:|")
+    for name, runs in rounds.items():
+        wall, cpu = ([r[k] for r in runs] for k in ("wall", "cpu"))
+        print(f"| {name} | {spread(wall)} | {spread(cpu)} |")
+    print("\n| ratio, per round | wall | CPU time | target |\n|---|---:|---:|---:|")
     for label, (a, b) in RATIOS.items():
         if a in rounds and b in rounds:
-            per_round = [x / y for x, y in zip(rounds[a], rounds[b], strict=True)]
+            cells = []
+            for k in ("wall", "cpu"):
+                per_round = [x[k] / y[k] for x, y in zip(rounds[a], rounds[b], strict=True)]
+                cells.append(spread(per_round, 2))
             target = f">= {TARGET:g} x" if label.startswith("packer / albumentations, t") else ""
-            print(
-                f"| {label} | {statistics.median(per_round):.2f} x | "
-                f"{min(per_round):.2f}-{max(per_round):.2f} | {target} |"
-            )
+            print(f"| {label} | {cells[0]} | {cells[1]} | {target} |")
     for note in results["notes"]:
         print(f"note: {note}")
 
