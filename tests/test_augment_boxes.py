@@ -151,6 +151,22 @@ def test_flips_and_shifts_give_exact_coordinates(transform, want, name):
     assert len(got["labels"]) == len(want)
 
 
+@pytest.mark.parametrize("name", [name for name, _ in EXECUTORS])
+def test_random_crops_move_boxes_by_the_crop_offset_exactly(name):
+    run = dict(EXECUTORS)[name]
+    images, targets = scene(6, seed=13, objects=(2, 5))
+    params = Augment(random_crop=(28, 36), seed=8).draw(0, np.arange(6), HW)
+    offsets = params.matrix[:, :, 2]  # a pure crop maps output (x, y) to (x + x0, y + y0)
+    assert np.array_equal(offsets, np.rint(offsets)) and len(np.unique(offsets, axis=0)) > 1
+    for target, moved, (x0, y0) in zip(targets, run(images, params, targets), offsets, strict=True):
+        want = (target["boxes"] - [x0, y0, x0, y0]).clip(0, [36, 28, 36, 28])
+        inside = (want[:, 2] > want[:, 0]) & (want[:, 3] > want[:, 1])
+        np.testing.assert_allclose(moved["boxes"], want[inside], atol=1e-4)
+        np.testing.assert_array_equal(moved["labels"], target["labels"][inside])
+        crop = target["masks"][inside][:, int(y0) : int(y0) + 28, int(x0) : int(x0) + 36]
+        np.testing.assert_array_equal(moved["masks"], crop)
+
+
 @pytest.mark.parametrize("config", sorted(CONFIGS))
 def test_executors_agree_on_boxes_labels_masks_and_flags(config):
     if len(EXECUTORS) < 2:
