@@ -4,6 +4,24 @@
 the `AugmentParams` of a batch, keyed by (seed, epoch, sample index); the executors apply
 them: `numpy_exec` (OpenCV), `tf_exec` (in-graph TensorFlow), `torch_exec` (CPU or CUDA).
 Importing this package imports neither TensorFlow nor torch.
+
+Detection targets move with the images, from the same draw (`boxes.move_boxes` is the one
+rule: corners through `AugmentParams.box_matrix`, hull, clip, drop below ``min_visibility``
+or ``min_box_size`` with the label, mask and flags; per-object masks sampled as class-id
+masks, 0 out of frame). A target is ``{"boxes": float32 [N, 4] x1, y1, x2, y2, "labels":
+[N], optional "masks": uint8 [N, H, W] 0/1, other per-object fields of N rows, scalars}``.
+The stable names, each also reached through its executor's ``apply(..., targets=...)``,
+which then returns (images, masks, moved targets):
+
+- NumPy: ``numpy_targets.move_targets(params, targets) -> list[dict]``: a list of one dict
+  of NumPy arrays per sample in, the same out (``Augment.apply(..., targets=)`` draws too).
+- torch: ``torch_targets.move_targets(params, targets, device=None) -> list[dict]``: dicts
+  of tensors, on the images' device; ``torch_exec.apply(..., targets=)``.
+- TensorFlow: ``tf_targets.move_targets(targets, forward, mask_transforms, out_hw=...,
+  min_visibility=..., min_box_size=...) -> dict`` over padded ``{"boxes": [B, M, 4],
+  "labels": [B, M]}`` (-1 padding; optional "masks" [B, M, H, W] and other [B, M] fields),
+  kept objects first, padding after; reach it through ``tf_exec.apply(..., targets=)`` with
+  drawn params or ``tf_exec.augment(aug, images, masks, epoch, indices, targets=)`` in-graph.
 """
 
 from packer.augment.params import AugmentParams, draw

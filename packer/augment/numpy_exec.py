@@ -6,9 +6,13 @@ take pixel centres at integers, the convention `AugmentParams.matrix` is written
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 import cv2
 import numpy as np
 
+from packer.augment.numpy_targets import move_targets
 from packer.augment.params import AugmentParams
 
 BORDERS = {
@@ -76,13 +80,15 @@ def apply(
     params: AugmentParams,
     *,
     out: tuple[np.ndarray | None, np.ndarray | None] | None = None,
-) -> tuple[np.ndarray, np.ndarray | None]:
+    targets: Sequence[Mapping] | None = None,
+) -> tuple[Any, ...]:
     """Warp ``images`` (bilinear) and ``masks`` (nearest) by ``params``; colour the images.
 
     images: uint8 [B, H, W, C]; masks: uint8/uint16 [B, H, W] or None. Out-of-frame mask
     pixels become ``params.ignore_index``; images fill per ``params.fill_mode``. ``out``
     is an optional (images, masks) pair of C-contiguous arrays to write into.
-    Returns (images, masks) of ``params.out_hw``.
+    Returns (images, masks) of ``params.out_hw``; given ``targets`` (one detection dict
+    per sample, see `numpy_targets`), (images, masks, moved targets).
     """
     _check(images, masks, params)
     images = np.ascontiguousarray(images)
@@ -118,6 +124,8 @@ def apply(
             )
             if got is not dst:
                 dst[...] = got
+    if targets is not None:
+        return out_images, out_masks, move_targets(params, targets)
     return out_images, out_masks
 
 

@@ -52,6 +52,8 @@ class AugmentParams:
     fill_mode: str = "nearest"
     cval: float = 0.0
     ignore_index: int = 255
+    min_visibility: float = 0.0  # an object stays if its clipped box keeps this area fraction
+    min_box_size: float = 0.0  # and its clipped width and height are > 0 and >= this (pixels)
     seed: int | None = None
     epoch: int | None = None
     indices: np.ndarray | None = None
@@ -65,6 +67,19 @@ class AugmentParams:
         nudged = self.matrix.copy()
         nudged[:, :, 2] += MASK_NUDGE
         return nudged
+
+    @property
+    def box_matrix(self) -> np.ndarray:
+        """float64 [B, 2, 3] input -> output maps of continuous coordinates (boxes).
+
+        Boxes put pixel i on [i, i + 1], so pixel centres sit at i + 0.5: the forward map is
+        T(+0.5) @ matrix^-1 @ T(-0.5), exact for every flip, shift, crop and zoom."""
+        full = np.zeros((len(self.matrix), 3, 3))
+        full[:, :2, :] = self.matrix
+        full[:, 2, 2] = 1.0
+        half = np.array([[1.0, 0.0, 0.5], [0.0, 1.0, 0.5], [0.0, 0.0, 1.0]])
+        back = np.array([[1.0, 0.0, -0.5], [0.0, 1.0, -0.5], [0.0, 0.0, 1.0]])
+        return np.ascontiguousarray((half @ np.linalg.inv(full) @ back)[:, :2, :])
 
     @property
     def has_colour(self) -> bool:
@@ -249,6 +264,8 @@ def draw(aug: Augment, epoch: int, indices, image_hw: tuple[int, int]) -> Augmen
         fill_mode=aug.fill_mode,
         cval=float(aug.cval),
         ignore_index=int(aug.ignore_index),
+        min_visibility=aug.min_visibility,
+        min_box_size=aug.min_box_size,
         seed=aug.seed,
         epoch=int(epoch),
         indices=indices,

@@ -73,6 +73,12 @@ class Augment:
     images only. ``shear_range`` and ``rotation_range`` are degrees. Numbers are drawn per
     (seed, epoch, sample index), so batches do not depend on worker count or reader.
 
+    Detection targets move with the image (``targets=``): each box's corners through the
+    sample's map, their hull clipped to the output frame; an object whose clipped box keeps
+    less than ``min_visibility`` of the moved box's area (albumentations' meaning), or whose
+    clipped width or height is 0 or below ``min_box_size`` pixels, is dropped with its label,
+    mask and flags. Per-object masks are sampled as the class-id mask, 0 out of frame.
+
     ``random_crop=(H, W)`` cuts a random H x W window; ``random_resized_crop=dict(size=(H, W),
     scale=(0.08, 1), ratio=(3/4, 4/3))`` is torchvision's RandomResizedCrop. ``seed=None``
     draws one seed now and keeps it (copies sent to workers agree).
@@ -99,6 +105,8 @@ class Augment:
         random_resized_crop: dict | None = None,
         seed: int | None = None,
         ignore_index: int = 255,
+        min_visibility: float = 0.0,
+        min_box_size: float = 0.0,
     ) -> None:
         self.rotation_range = _number("rotation_range", rotation_range)
         self.width_shift_range = width_shift_range
@@ -150,6 +158,10 @@ class Augment:
                 f"ignore_index must be in 0..255 (masks are uint8), got {ignore_index}"
             )
         self.ignore_index = int(ignore_index)
+        self.min_visibility = _number("min_visibility", min_visibility)
+        if self.min_visibility > 1:
+            raise ValueError(f"min_visibility is a fraction in 0..1, got {min_visibility}")
+        self.min_box_size = _number("min_box_size", min_box_size)
 
     def _check_resized_crop(self, spec: Any) -> None:
         if not isinstance(spec, dict) or "size" not in spec:
@@ -197,18 +209,22 @@ class Augment:
         epoch: int,
         indices,
         out: tuple[np.ndarray, np.ndarray | None] | None = None,
-    ) -> tuple[np.ndarray, np.ndarray | None]:
-        """Draw for ``indices`` and apply with the NumPy/OpenCV executor."""
+        targets: Sequence[dict] | None = None,
+    ) -> tuple[Any, ...]:
+        """Draw for ``indices`` and apply with the NumPy/OpenCV executor.
+
+        Returns (images, masks), or (images, masks, targets) when ``targets`` (one detection
+        dict per sample: boxes, labels, optional per-object masks) are given."""
         from packer.augment import numpy_exec
 
         params = self.draw(epoch, indices, images.shape[1:3])
-        return numpy_exec.apply(images, masks, params, out=out)
+        return numpy_exec.apply(images, masks, params, out=out, targets=targets)
 
     def __repr__(self) -> str:
         names = (
             "rotation_range", "width_shift_range", "height_shift_range", "zoom_range",
             "shear_range", "channel_shift_range", "brightness_range", "horizontal_flip",
             "vertical_flip", "fill_mode", "cval", "random_crop", "random_resized_crop",
-            "seed", "ignore_index",
+            "seed", "ignore_index", "min_visibility", "min_box_size",
         )  # fmt: skip
         return f"Augment({', '.join(f'{n}={getattr(self, n)!r}' for n in names)})"

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from packer.augment import tf_targets
 from packer.augment.params import MASK_NUDGE, AugmentParams
 from packer.augment.spec import Augment
 
@@ -29,6 +30,13 @@ def _transforms(matrix) -> Any:
     tf = _tf()
     matrix = tf.cast(tf.reshape(matrix, [-1, 6]), tf.float32)
     return tf.concat([matrix, tf.zeros([tf.shape(matrix)[0], 2], tf.float32)], axis=1)
+
+
+def mask_transforms(matrix) -> Any:
+    """The [B, 8] rows every mask is sampled with: the matrix nudged off exact .5 ties."""
+    tf = _tf()
+    nudge = tf.constant([0, 0, MASK_NUDGE, 0, 0, MASK_NUDGE, 0, 0], tf.float32)
+    return _transforms(matrix) + nudge
 
 
 def _wrap_bilinear(images, matrix, out_hw: tuple[int, int]) -> Any:
@@ -101,10 +109,9 @@ def warp(
     if masks is None:
         return out_images, None
     masks = tf.convert_to_tensor(masks)
-    nudge = tf.constant([0, 0, MASK_NUDGE, 0, 0, MASK_NUDGE, 0, 0], tf.float32)
     out_masks = tf.raw_ops.ImageProjectiveTransformV3(
         images=masks[..., None],
-        transforms=transforms + nudge,
+        transforms=mask_transforms(matrix),
         output_shape=shape,
         fill_value=tf.constant(ignore_index, tf.float32),
         interpolation="NEAREST",
@@ -113,9 +120,12 @@ def warp(
     return out_images, out_masks[..., 0]
 
 
-def apply(images, masks, params: AugmentParams) -> tuple[Any, Any]:
-    """Apply drawn `AugmentParams` to uint8 images [B,H,W,C] and masks [B,H,W] or None."""
-    return warp(
+def apply(images, masks, params: AugmentParams, *, targets: dict | None = None) -> tuple[Any, ...]:
+    """Apply drawn `AugmentParams` to uint8 images [B,H,W,C] and masks [B,H,W] or None.
+
+    Returns (images, masks); given padded ``targets`` (see `tf_targets`), (images, masks,
+    moved targets)."""
+    out = warp(
         images,
         masks,
         params.matrix,
@@ -126,13 +136,27 @@ def apply(images, masks, params: AugmentParams) -> tuple[Any, Any]:
         cval=params.cval,
         ignore_index=params.ignore_index,
     )
+    if targets is None:
+        return out
+    moved = tf_targets.move_targets(
+        targets,
+        params.box_matrix,
+        mask_transforms(params.matrix),
+        out_hw=params.out_hw,
+        min_visibility=params.min_visibility,
+        min_box_size=params.min_box_size,
+    )
+    return (*out, moved)
 
 
-def augment(aug: Augment, images, masks, epoch, indices) -> tuple[Any, Any]:
+def augment(
+    aug: Augment, images, masks, epoch, indices, *, targets: dict | None = None
+) -> tuple[Any, ...]:
     """Draw (through tf.numpy_function, the same NumPy draw) and apply, inside a graph.
 
     ``images`` need a static height and width; ``epoch`` is a scalar and ``indices`` the
-    [B] sample indices, both tensors or numbers (in tf.data, map over them).
+    [B] sample indices, both tensors or numbers (in tf.data, map over them). Given padded
+    ``targets`` (see `tf_targets`), returns (images, masks, moved targets).
     """
     tf = _tf()
     images = tf.convert_to_tensor(images)
@@ -147,16 +171,17 @@ def augment(aug: Augment, images, masks, epoch, indices) -> tuple[Any, Any]:
             p.matrix.astype(np.float32),
             ones if p.brightness is None else p.brightness,
             zeros if p.channel_shift is None else p.channel_shift,
+            p.box_matrix,
         )
 
-    matrix, brightness, shift = tf.numpy_function(
+    matrix, brightness, shift, forward = tf.numpy_function(
         numbers,
         [tf.cast(epoch, tf.int64), tf.cast(indices, tf.int64)],
-        [tf.float32, tf.float32, tf.float32],
+        [tf.float32, tf.float32, tf.float32, tf.float64],
         stateful=False,
     )
     matrix = tf.ensure_shape(matrix, [None, 2, 3])
-    return warp(
+    out = warp(
         images,
         masks,
         matrix,
@@ -167,3 +192,14 @@ def augment(aug: Augment, images, masks, epoch, indices) -> tuple[Any, Any]:
         cval=aug.cval,
         ignore_index=aug.ignore_index,
     )
+    if targets is None:
+        return out
+    moved = tf_targets.move_targets(
+        targets,
+        tf.ensure_shape(forward, [None, 2, 3]),
+        mask_transforms(matrix),
+        out_hw=out_hw,
+        min_visibility=aug.min_visibility,
+        min_box_size=aug.min_box_size,
+    )
+    return (*out, moved)

@@ -7,11 +7,13 @@ pixels and normalised with exactly that formula. torch is imported on first use 
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from packer.augment.params import AugmentParams
+from packer.augment.torch_targets import move_targets
 
 _PADDING = {"constant": "zeros", "nearest": "border", "reflect": "reflection", "wrap": "border"}
 
@@ -82,25 +84,34 @@ def _colour(images, params: AugmentParams, device) -> Any:
     return images
 
 
-def _sample_masks(masks, params: AugmentParams, device) -> Any:
-    """Nearest samples of [B, H, W] ``masks``; outside the frame is the ignore index.
+def mask_grid(params: AugmentParams, device) -> Any:
+    """float32 [B, Ho, Wo, 2]: where every mask (class ids or per object) samples, nearest.
 
     The nudged mask matrix keeps exact .5 ties away, so torch's rounding (half to even)
     picks the pixels OpenCV's (half up) does."""
+    return _grid(params.mask_matrix, params, 1, device)
+
+
+def _sample_masks(masks, params: AugmentParams, device) -> Any:
+    """Nearest samples of [B, H, W] ``masks`` (`mask_grid`); out of frame: the ignore index."""
     torch = _torch()
     x = masks[:, None].float() - params.ignore_index  # zeros padding = the ignore index
-    grid = _grid(params.mask_matrix, params, 1, device)
+    grid = mask_grid(params, device)
     out = torch.nn.functional.grid_sample(
         x, grid, mode="nearest", padding_mode="zeros", align_corners=False
     )
     return (out[:, 0] + params.ignore_index).round_().to(masks.dtype)
 
 
-def apply(images, masks, params: AugmentParams, *, device=None) -> tuple[Any, Any]:
+def apply(
+    images, masks, params: AugmentParams, *, device=None, targets: Sequence[Mapping] | None = None
+) -> tuple[Any, ...]:
     """Warp uint8 images [B,H,W,C] and masks [B,H,W] (or None) by ``params`` in one batch.
 
     Inputs may be NumPy arrays or tensors; the work and the results are on ``device``
-    (default: the images' own device). Returns uint8 (images, masks) of ``params.out_hw``.
+    (default: the images' own device). Returns uint8 (images, masks) of ``params.out_hw``;
+    given ``targets`` (one detection dict of tensors per sample, see `torch_targets`),
+    (images, masks, moved targets), the targets on the same device.
     """
     torch = _torch()
     images = torch.as_tensor(images, device=device)
@@ -118,9 +129,12 @@ def apply(images, masks, params: AugmentParams, *, device=None) -> tuple[Any, An
     if params.has_colour:
         out = _colour(out, params, device)
     out_images = out.to(torch.uint8).permute(0, 2, 3, 1).contiguous()
-    if masks is None:
-        return out_images, None
-    masks = torch.as_tensor(masks, device=device)
-    if masks.shape != images.shape[:3]:
-        raise ValueError(f"masks {tuple(masks.shape)} must be [B, H, W] of the images")
-    return out_images, _sample_masks(masks, params, device)
+    out_masks = None
+    if masks is not None:
+        masks = torch.as_tensor(masks, device=device)
+        if masks.shape != images.shape[:3]:
+            raise ValueError(f"masks {tuple(masks.shape)} must be [B, H, W] of the images")
+        out_masks = _sample_masks(masks, params, device)
+    if targets is None:
+        return out_images, out_masks
+    return out_images, out_masks, move_targets(params, targets, device=device)

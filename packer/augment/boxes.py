@@ -1,0 +1,50 @@
+"""The box rule every executor applies, written once over NumPy, torch and tf.math alike.
+
+A box (x1, y1, x2, y2, continuous pixels: pixel i spans [i, i + 1]) moves as its four
+corners through the sample's forward map (`AugmentParams.box_matrix`); the moved box is
+their hull, clipped to the output frame. The object stays when the clipped box has a
+positive width and height, both at least ``min_box_size``, and keeps at least
+``min_visibility`` of the hull's area (albumentations' ``min_visibility``: clipped area over
+the moved, unclipped area). Only operators and ``xp.minimum`` / ``xp.maximum`` are used, so
+``xp`` may be ``numpy``, ``torch`` or ``tf.math`` and all three compute the same float64 numbers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def move_boxes(
+    xp: Any,
+    corners: tuple[Any, Any, Any, Any],
+    forward: tuple[Any, Any, Any, Any, Any, Any],
+    out_hw: tuple[int, int],
+    min_visibility: float,
+    min_box_size: float,
+) -> tuple[tuple[Any, Any, Any, Any], Any]:
+    """((x1, y1, x2, y2) moved and clipped, keep) for boxes given as four arrays.
+
+    ``forward`` is the map's (a00, a01, a02, a10, a11, a12), each broadcastable to the box
+    arrays (one map per box, or per sample broadcast over its boxes); all float64.
+    """
+    x1, y1, x2, y2 = corners
+    a00, a01, a02, a10, a11, a12 = forward
+    xs = [a00 * x + a01 * y + a02 for x, y in ((x1, y1), (x2, y1), (x1, y2), (x2, y2))]
+    ys = [a10 * x + a11 * y + a12 for x, y in ((x1, y1), (x2, y1), (x1, y2), (x2, y2))]
+    lo_x = xp.minimum(xp.minimum(xs[0], xs[1]), xp.minimum(xs[2], xs[3]))
+    hi_x = xp.maximum(xp.maximum(xs[0], xs[1]), xp.maximum(xs[2], xs[3]))
+    lo_y = xp.minimum(xp.minimum(ys[0], ys[1]), xp.minimum(ys[2], ys[3]))
+    hi_y = xp.maximum(xp.maximum(ys[0], ys[1]), xp.maximum(ys[2], ys[3]))
+    zero = lo_x * 0.0 + 0.0  # edges as arrays (torch.minimum takes no numbers); +0.0, not -0.0
+    w, h = zero + float(out_hw[1]), zero + float(out_hw[0])
+    cx1, cx2 = xp.maximum(xp.minimum(lo_x, w), zero), xp.maximum(xp.minimum(hi_x, w), zero)
+    cy1, cy2 = xp.maximum(xp.minimum(lo_y, h), zero), xp.maximum(xp.minimum(hi_y, h), zero)
+    width, height = cx2 - cx1, cy2 - cy1
+    keep = (
+        (width > 0.0)
+        & (height > 0.0)
+        & (width >= min_box_size)
+        & (height >= min_box_size)
+        & (width * height >= min_visibility * ((hi_x - lo_x) * (hi_y - lo_y)))
+    )
+    return (cx1, cy1, cx2, cy2), keep
