@@ -53,6 +53,7 @@ class SourceScan:
     notes: list[str]
     table: ClassTable | None = None  # the layout's own classes (COCO categories, Cityscapes)
     why: str = ""  # how the layout was recognised, for a dry run
+    task_why: str = ""  # why this task, and what another --task would give, for a dry run
 
 
 @dataclass
@@ -103,6 +104,7 @@ class Found:
     class_dirs: list[list[str]] = field(default_factory=list)  # per split, sibling class folders
     table: ClassTable | None = None  # the layout's own classes, when it names them
     why: str = ""  # how the layout was recognised, for a dry run
+    task_why: str = ""  # why this task, and what another --task would give, for a dry run
 
 
 def folders(
@@ -160,10 +162,16 @@ class AnnotationOptions:
     overlap: str = "ignore"
     crowd: str = "ignore"
     task: str = "auto"  # auto: the layout's own; or detection, instances, segmentation, ...
+    classes: str | None = None  # a names file giving the classes' order (VOC, YOLO)
 
     @classmethod
     def given(
-        cls, coco, overlap: str = "ignore", crowd: str = "ignore", task: str = "auto"
+        cls,
+        coco,
+        overlap: str = "ignore",
+        crowd: str = "ignore",
+        task: str = "auto",
+        classes: str | os.PathLike | None = None,
     ) -> AnnotationOptions:
         """From pack's arguments: `coco` one path, or split -> path; choices checked."""
         for name, value, choices in (("overlap", overlap, OVERLAPS), ("crowd", crowd, CROWDS)):
@@ -177,11 +185,12 @@ class AnnotationOptions:
             files = (("", str(coco)),)
         else:
             files = tuple(_split_and_path(str(c)) for c in coco)
-        return cls(files, overlap, crowd, task)
+        return cls(files, overlap, crowd, task, None if classes is None else str(classes))
 
     def to_options(self) -> dict:
         """What the pack's options record: only what differs from the defaults (so packs made
-        before these options existed keep their fingerprints)."""
+        before these options existed keep their fingerprints); `classes` is the pack's own
+        option, recorded there."""
         found: dict = {}
         if self.coco:
             found["coco"] = [list(pair) for pair in self.coco]
