@@ -46,6 +46,7 @@ def test_public_constants():
         "cityscapes",
         "ade20k",
         "yolo",
+        "voc",
         "class-folders",
         "mask-folders",
         "list",

@@ -278,6 +278,11 @@ def _match(
         )
     if pair.voc:
         found.notes.extend(_voc_ignored(tree, pair))
+        if "Annotations" in tree[pair.parent].dirs:
+            found.task_why = (
+                f"{pair.kind} masks; {flag('task', 'detection')} packs the boxes of "
+                f"{join(pair.parent, 'Annotations')}/ instead (Pascal VOC detection)"
+            )
 
 
 def _orphan_reason(pair: Pair, sub: str, mask_stem: str, suffix: str) -> str:
