@@ -47,8 +47,8 @@ def test_public_constants():
         "ade20k",
         "yolo",
         "voc",
-        "class-folders",
         "mask-folders",
+        "class-folders",
         "list",
     )
 

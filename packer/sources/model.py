@@ -155,14 +155,18 @@ CROWDS = ("ignore", "class")  # crowd regions: the ignore index, or their catego
 
 @dataclass(frozen=True)
 class AnnotationOptions:
-    """How layouts that describe masks as annotations draw them (COCO), and JSON files named
-    for them: (split, path) pairs, split "" meaning "from the file name"."""
+    """What every layout's detect and scan are told: how layouts that describe masks as
+    annotations draw them (COCO), JSON files named for them ((split, path) pairs, split ""
+    meaning "from the file name"), the task asked, and the scan's own choices (the layout
+    asked, a mask suffix), which the scan fills in."""
 
     coco: tuple[tuple[str, str], ...] = ()
     overlap: str = "ignore"
     crowd: str = "ignore"
     task: str = "auto"  # auto: the layout's own; or detection, instances, segmentation, ...
     classes: str | None = None  # a names file giving the classes' order (VOC, YOLO)
+    layout: str = "auto"  # the layout asked for: guards against guessing apply under auto
+    mask_suffix: str | None = None  # what mask names add after the image stem (mask folders)
 
     @classmethod
     def given(
@@ -190,7 +194,7 @@ class AnnotationOptions:
     def to_options(self) -> dict:
         """What the pack's options record: only what differs from the defaults (so packs made
         before these options existed keep their fingerprints); `classes` is the pack's own
-        option, recorded there."""
+        option, recorded there, as are `layout` and `mask_suffix`."""
         found: dict = {}
         if self.coco:
             found["coco"] = [list(pair) for pair in self.coco]

@@ -22,7 +22,7 @@ from .voc_xml import VocObjects, XmlObject, read_xml
 from .walk import read_text
 
 NAME = "voc"
-DESCRIPTION = "Pascal VOC detection: Annotations/*.xml + JPEGImages/, splits in ImageSets/Main/"
+DESCRIPTION = "Pascal VOC detection: Annotations/*.xml + JPEGImages/ (+ ImageSets/Main/)"
 LOOKED_FOR = "Annotations/<id>.xml beside JPEGImages/<id>.jpg (splits: ImageSets/Main/<split>.txt)"
 TASKS = ("detection",)
 SEGMENTATION_FOLDERS = ("SegmentationClass", "SegmentationClassAug")

@@ -36,10 +36,7 @@ from .yolo_labels import YoloObjects, text_kinds
 from .yolo_yaml import NAMES_FILES, YAML_FILES, ImageSource, read_config, split_sources, yaml_names
 
 NAME = "yolo"
-DESCRIPTION = (
-    "YOLO (Ultralytics, Roboflow): data.yaml, images/<split>/ + labels/<split>/*.txt "
-    "(cls cx cy w h boxes, or cls x1 y1 ... polygons)"
-)
+DESCRIPTION = "YOLO (Ultralytics, Roboflow): data.yaml, images/<split>/ + labels/<split>/*.txt"
 LOOKED_FOR = (
     "data.yaml with images/<split>/ + labels/<split>/*.txt (or <split>/images/ + <split>/labels/)"
 )
@@ -48,14 +45,26 @@ SAMPLED = 100  # label files read to choose the task under auto (spread over all
 
 
 def detect(tree: Tree, annotations: AnnotationOptions) -> str | None:
-    """Why the source is YOLO (a data.yaml, or images/ beside labels/ holding .txt), or None."""
+    """Why the source is YOLO (images/ beside labels/ holding .txt files, or a data.yaml with
+    .txt files beside images of the same name), or None."""
     if annotations.coco:
         return None
     config = next((n for n in YAML_FILES if n in tree[""].files), None)
     pairs = [f"{i}/ + {label}/" for i, label in _label_pairs(tree)]
-    if config is None and not pairs:
+    if pairs:
+        return "YOLO: " + ", ".join(([config] if config else []) + pairs[:4])
+    if config is None:
         return None
-    return "YOLO: " + ", ".join(([config] if config else []) + pairs[:4])
+    beside = next((rel for rel, node in tree.items() if _labels_beside(node)), None)
+    if beside is None:
+        return None
+    return f"YOLO: {config}, .txt labels beside the images in {beside or '.'}/"
+
+
+def _labels_beside(node) -> bool:
+    """Whether a folder holds an image and a .txt file of the same stem."""
+    texts = {n[:-4] for n in node.files if ext(n) == ".txt"}
+    return bool(texts) and any(is_image(n) and n.rsplit(".", 1)[0] in texts for n in node.files)
 
 
 def scan(root: Path, tree: Tree, annotations: AnnotationOptions) -> Found:
