@@ -213,6 +213,9 @@ def test_bad_lines_are_named_and_the_rest_kept(tmp_path):
             "1.5 0.5 0.5 0.2 0.2",  # 8 a class that is no integer
             "2 nan 0.5 0.2 0.2",  # 9 not a number
             "2 0.1 0.1 0.3 0.3",  # 10 good
+            "2 0.1 0.1 0.30 0.3",  # 11 the same numbers as line 10
+            "0 12 30 4 8",  # 12 pixels, not fractions
+            "1 0.5 1.01 0.1 0.1",  # 13 a centre below the image
         ]
     )
     result = scan(write(tmp_path, {**DETECT, "labels/train/a.txt": text}))
@@ -229,16 +232,21 @@ def test_bad_lines_are_named_and_the_rest_kept(tmp_path):
         "more (cls x1 y1 x2 y2 x3 y3 ...)",
         f"{where} 8: class 1.5 is not one of the 3 names (0..2)",
         f"{where} 9: 'nan' is not a number",
+        f"{where} 11: the same as line 10 (Ultralytics drops duplicate labels)",
+        f"{where} 12: 12 is outside 0..1 (YOLO coordinates are fractions of the image size)",
+        f"{where} 13: 1.01 is outside 0..1 (YOLO coordinates are fractions of the image size)",
     ]
 
 
 def test_box_lines_among_polygons_are_named_under_instances(tmp_path):
-    text = SEGMENT["labels/train/b.txt"] + "0 0.5 0.5 0.2 0.2\n"
+    text = SEGMENT["labels/train/b.txt"] + "0 0.5 0.5 0.2 0.2\n1 0.1 0.1 0.5 -0.01 0.4 0.4\n"
     result = scan(write(tmp_path, {**SEGMENT, "labels/train/b.txt": text}))
     objects, problems = objects_of(result, "images/train/b.jpg")
     assert len(objects) == 1 and problems == [
         "labels/train/b.txt line 2: a box (5 fields) where instances need a polygon "
-        "(cls x1 y1 x2 y2 ...)"
+        "(cls x1 y1 x2 y2 ...)",
+        "labels/train/b.txt line 3: -0.01 is outside 0..1 (YOLO coordinates are fractions of "
+        "the image size)",
     ]
 
 

@@ -5,8 +5,10 @@ Coordinates become source pixels in float32 arithmetic, as Ultralytics computes 
 (`xywhn2xyxy` for boxes; `segments * (w, h)` for polygons, whose box is their hull, as
 `segments2boxes` makes it), so a polygon filled from these pixels (`("fill", ...)`: int32 points
 through `cv2.fillPoly`) is Ultralytics' `polygon2mask`. A line that cannot be an object (its
-field count, a non-number, a class beyond the names, a negative size) is left out and named
-with its file, line number and reason; the image and its other objects are kept.
+field count, a non-number, a class beyond the names, a negative size, a coordinate outside
+0..1, a repeat of an earlier line) is left out and named with its file, line number and
+reason; the image and its other objects are kept (where Ultralytics drops all the labels of
+an image for one bad line).
 """
 
 from __future__ import annotations
@@ -60,15 +62,19 @@ class YoloObjects(ObjectsRecipe):
         except UnicodeDecodeError as exc:
             return [], [f"{self.source}: not UTF-8 text ({exc.reason}); no objects read"]
         found, problems = [], []
+        seen: dict[tuple[float, ...], int] = {}  # a line's numbers -> the line first giving them
         for number, line in enumerate(text.splitlines(), 1):
             fields = line.split()
             if not fields:
                 continue
             made = self._object(fields, size)
-            if isinstance(made, str):
-                problems.append(f"{self.source} line {number}: {made}")
-            else:
-                found.append(made)
+            if isinstance(made, SourceObject):
+                first = seen.setdefault(tuple(map(float, fields)), number)
+                if first == number:
+                    found.append(made)
+                    continue
+                made = f"the same as line {first} (Ultralytics drops duplicate labels)"
+            problems.append(f"{self.source} line {number}: {made}")
         return found, problems
 
     def _object(self, fields: list[str], size: tuple[int, int]) -> SourceObject | str:
@@ -89,9 +95,12 @@ class YoloObjects(ObjectsRecipe):
             )
         values = np.array(fields[1:], np.float32)
         width, height = size
+        if kind == "box" and (values[2] < 0 or values[3] < 0):
+            return f"negative size (w {fields[3]}, h {fields[4]})"
+        outside = next((f for f in fields[1:] if not 0 <= float(f) <= 1), None)
+        if outside is not None:
+            return f"{outside} is outside 0..1 (YOLO coordinates are fractions of the image size)"
         if kind == "box":
-            if values[2] < 0 or values[3] < 0:
-                return f"negative size (w {fields[3]}, h {fields[4]})"
             if self.task == "instances":
                 return "a box (5 fields) where instances need a polygon (cls x1 y1 x2 y2 ...)"
             return SourceObject(int(label), _box_pixels(values, width, height))
