@@ -274,3 +274,32 @@ def test_dry_run_says_layout_why_and_task(tmp_path):
     assert "--task detection packs their hull boxes only" in lines[3]
     assert "classes: 3: zebra, ant, cat" in result.output
     assert "labels/val/lost.txt: label file without an image" in result.output
+
+
+def test_splits_as_image_lists_and_an_absolute_path(tmp_path):
+    """Ultralytics' own COCO layout: `train: train2017.txt` listing ./images/train2017/..."""
+    src = write(
+        tmp_path / "coco",
+        {
+            "images/train2017/a.jpg": None,
+            "images/train2017/b.jpg": None,
+            "images/val2017/c.jpg": None,
+            "labels/train2017/a.txt": "0 0.5 0.5 0.2 0.2\n",
+            "train2017.txt": "./images/train2017/a.jpg\n./images/train2017/gone.jpg\n",
+        },
+    )
+    (src / "data.yaml").write_text(
+        f"path: {src}\ntrain: train2017.txt\nval: images/val2017\ntest: test-dev2017.txt\n"
+        "names: [zebra]\n"
+    )
+    result = scan(src)
+    assert [(s.image, s.split) for s in result.samples] == [
+        ("images/train2017/a.jpg", "train"),
+        ("images/val2017/c.jpg", "val"),
+    ]
+    assert {r.path: r.reason for r in result.rejected} == {
+        "images/train2017/gone.jpg": "listed in train2017.txt line 2 but missing",
+        "images/train2017/b.jpg": "outside the YOLO image folders (not in any split of "
+        "data.yaml or images/ folder)",
+    }
+    assert any("not under SRC, not packed: test: test-dev2017.txt" in n for n in result.notes)
