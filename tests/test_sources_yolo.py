@@ -97,7 +97,7 @@ def test_a_yolo_folder_is_detection_with_names_in_yaml_order(tmp_path):
     }
     assert objects_of(result, "images/train/empty.jpg") == ([], [])
     assert objects_of(result, "images/val/c.jpg") == ([], [])
-    assert any("1 images have no label file" in n for n in result.notes)
+    assert "1 image has no label file: background, no objects" in result.notes
     assert "data.yaml" in result.why and "box labels" in result.task_why
 
 

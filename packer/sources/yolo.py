@@ -90,10 +90,11 @@ def scan(root: Path, tree: Tree, annotations: AnnotationOptions) -> Found:
         files = (label,) if label is not None else ()
         recipe = YoloObjects(label or _label_of(image), len(names), found.task, digest, files)
         found.items.append((image, split, recipe, None))
-    if len(labelled) < len(paired):
+    backgrounds = len(paired) - len(labelled)
+    if backgrounds:
         found.notes.append(
-            f"{len(paired) - len(labelled)} images have no label file: background images, "
-            "no objects"
+            f"{backgrounds} image{' has' if backgrounds == 1 else 's have'} no label file: "
+            "background, no objects"
         )
     shown = ", ".join(s.shown for s in sources)
     found.why = (
