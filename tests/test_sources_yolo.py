@@ -236,6 +236,10 @@ def test_bad_lines_are_named_and_the_rest_kept(tmp_path):
         f"{where} 12: 12 is outside 0..1 (YOLO coordinates are fractions of the image size)",
         f"{where} 13: 1.01 is outside 0..1 (YOLO coordinates are fractions of the image size)",
     ]
+    assert (
+        f"10 label lines in the 3 label files read will be left out (packing reads them all), "
+        f"e.g. {problems[0]}"
+    ) in result.notes  # what the dry run shows
 
 
 def test_box_lines_among_polygons_are_named_under_instances(tmp_path):

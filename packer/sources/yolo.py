@@ -84,7 +84,9 @@ def scan(root: Path, tree: Tree, annotations: AnnotationOptions) -> Found:
     found.class_names = names
     paired = _pair(tree, sources, found)
     labelled = [label for _, _, label in paired if label is not None]
-    found.task, found.task_why = _task(root, labelled, annotations)
+    texts = _read_sample(root, labelled)
+    found.task, found.task_why = _task(root, labelled, texts, annotations)
+    _note_bad_lines(texts, len(names), found)
     for image, split, label in paired:
         digest = digest_of([len(names), found.task, label is not None])
         files = (label,) if label is not None else ()
@@ -224,16 +226,35 @@ def _reject_outside(tree: Tree, images: set[str], found: Found) -> None:
                 found.rejected.append(Rejection(path, reason))
 
 
-def _task(root: Path, labels: list[str], annotations: AnnotationOptions) -> tuple[str, str]:
-    """The task and why: polygons in the label files read -> instances, else detection."""
+def _read_sample(root: Path, labels: list[str]) -> dict[str, str]:
+    """The text of up to SAMPLED label files, spread evenly over all of them."""
     step = max(1, len(labels) // SAMPLED)
-    sample = labels[::step][:SAMPLED]
+    return {rel: read_text(root / rel, rel) for rel in labels[::step][:SAMPLED]}
+
+
+def _note_bad_lines(texts: dict[str, str], classes: int, found: Found) -> None:
+    """Lines of the label files read that packing will leave out, counted in a note."""
+    problems = []
+    for rel, text in texts.items():
+        recipe = YoloObjects(rel, classes, found.task, "", (rel,))
+        problems += recipe.objects(lambda _, text=text: text.encode(), (1, 1))[1]
+    if problems:
+        found.notes.append(
+            f"{len(problems)} label line{'s' * (len(problems) != 1)} in the {len(texts)} label "
+            f"files read will be left out (packing reads them all), e.g. {problems[0]}"
+        )
+
+
+def _task(
+    root: Path, labels: list[str], texts: dict[str, str], annotations: AnnotationOptions
+) -> tuple[str, str]:
+    """The task and why: polygons in the label files read -> instances, else detection."""
     kinds: set[str] = set()
-    for rel in sample:
-        kinds |= text_kinds(read_text(root / rel, rel))
-    read = len(sample)
+    for text in texts.values():
+        kinds |= text_kinds(text)
+    read = len(texts)
     if annotations.task == "instances" and "polygon" not in kinds:
-        for rel in (r for r in labels if r not in set(sample)):
+        for rel in (r for r in labels if r not in texts):
             read += 1
             if "polygon" in text_kinds(read_text(root / rel, rel)):
                 kinds.add("polygon")
