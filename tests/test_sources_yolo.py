@@ -307,3 +307,23 @@ def test_splits_as_image_lists_and_an_absolute_path(tmp_path):
         "data.yaml or images/ folder)",
     }
     assert any("not under SRC, not packed: test: test-dev2017.txt" in n for n in result.notes)
+
+
+def test_pose_labels_give_their_boxes(tmp_path):
+    """kpt_shape [2, 3]: cls cx cy w h then 2 keypoints of x, y, visibility (11 fields, which
+    would otherwise read as a polygon)."""
+    pose = {
+        **DETECT,
+        "data.yaml": DETECT["data.yaml"] + "kpt_shape: [2, 3]\n",
+        "labels/train/a.txt": "1 0.5 0.5 0.2 0.4 0.45 0.4 2 0.55 0.6 1\n0 0.5 0.5 0.2 0.4\n",
+    }
+    result = scan(write(tmp_path, pose))
+    assert result.task == "detection" and "keypoints are not packed" in result.task_why
+    objects, problems = objects_of(result, "images/train/a.jpg")
+    expected = xywhn2xyxy(np.array([[0.5, 0.5, 0.2, 0.4]], np.float32), W, H)[0]
+    assert [o.label for o in objects] == [1] and objects[0].box == tuple(expected.tolist())
+    assert problems == [
+        "labels/train/a.txt line 2: 5 fields; a pose line has 11 (cls cx cy w h, keypoints)"
+    ]
+    with pytest.raises(SourceError, match=r"YOLO gives detection, not instances \(pose labels"):
+        scan(tmp_path, annotations=AnnotationOptions(task="instances"))

@@ -33,7 +33,15 @@ from .recipes import digest_of
 from .splits import folder_split
 from .walk import read_text
 from .yolo_labels import YoloObjects, text_kinds
-from .yolo_yaml import NAMES_FILES, YAML_FILES, ImageSource, read_config, split_sources, yaml_names
+from .yolo_yaml import (
+    NAMES_FILES,
+    YAML_FILES,
+    ImageSource,
+    keypoint_fields,
+    read_config,
+    split_sources,
+    yaml_names,
+)
 
 NAME = "yolo"
 DESCRIPTION = "YOLO (Ultralytics, Roboflow): data.yaml, images/<split>/ + labels/<split>/*.txt"
@@ -85,12 +93,14 @@ def scan(root: Path, tree: Tree, annotations: AnnotationOptions) -> Found:
     paired = _pair(tree, sources, found)
     labelled = [label for _, _, label in paired if label is not None]
     texts = _read_sample(root, labelled)
-    found.task, found.task_why = _task(root, labelled, texts, annotations)
-    _note_bad_lines(texts, len(names), found)
+    keypoints = keypoint_fields(config, config_name) if config_name else 0
+    found.task, found.task_why = _task(root, labelled, texts, keypoints, annotations)
+    _note_bad_lines(texts, len(names), keypoints, found)
     for image, split, label in paired:
-        digest = digest_of([len(names), found.task, label is not None])
+        digest = digest_of([len(names), found.task, label is not None, keypoints])
         files = (label,) if label is not None else ()
-        recipe = YoloObjects(label or _label_of(image), len(names), found.task, digest, files)
+        shown = label or _label_of(image)
+        recipe = YoloObjects(shown, len(names), found.task, digest, files, keypoints)
         found.items.append((image, split, recipe, None))
     backgrounds = len(paired) - len(labelled)
     if backgrounds:
@@ -232,11 +242,11 @@ def _read_sample(root: Path, labels: list[str]) -> dict[str, str]:
     return {rel: read_text(root / rel, rel) for rel in labels[::step][:SAMPLED]}
 
 
-def _note_bad_lines(texts: dict[str, str], classes: int, found: Found) -> None:
+def _note_bad_lines(texts: dict[str, str], classes: int, keypoints: int, found: Found) -> None:
     """Lines of the label files read that packing will leave out, counted in a note."""
     problems = []
     for rel, text in texts.items():
-        recipe = YoloObjects(rel, classes, found.task, "", (rel,))
+        recipe = YoloObjects(rel, classes, found.task, "", (rel,), keypoints)
         problems += recipe.objects(lambda _, text=text: text.encode(), (1, 1))[1]
     if problems:
         found.notes.append(
@@ -246,9 +256,18 @@ def _note_bad_lines(texts: dict[str, str], classes: int, found: Found) -> None:
 
 
 def _task(
-    root: Path, labels: list[str], texts: dict[str, str], annotations: AnnotationOptions
+    root: Path,
+    labels: list[str],
+    texts: dict[str, str],
+    keypoints: int,
+    annotations: AnnotationOptions,
 ) -> tuple[str, str]:
-    """The task and why: polygons in the label files read -> instances, else detection."""
+    """The task and why: polygons in the label files read -> instances, else detection (pose
+    labels give their boxes only)."""
+    if keypoints:
+        why = "pose labels (kpt_shape in data.yaml): their boxes; the keypoints are not packed"
+        task = chosen_task("YOLO", annotations.task, "detection", ("detection",), why)
+        return task, f"{'auto: ' if annotations.task == 'auto' else ''}{why}"
     kinds: set[str] = set()
     for text in texts.values():
         kinds |= text_kinds(text)

@@ -25,30 +25,36 @@ BOX_FIELDS = 5  # cls cx cy w h
 MIN_POLYGON_FIELDS = 7  # cls and three points
 
 
-def line_kind(fields: int) -> str | None:
-    """ "box", "polygon", or None for a field count that is neither."""
-    if fields == BOX_FIELDS:
+def line_kind(fields: int, keypoints: int = 0) -> str | None:
+    """ "box", "polygon", or None for a field count that is neither; with `keypoints` (the
+    fields a pose line adds after its box: data.yaml's kpt_shape), pose lines are boxes."""
+    if fields == BOX_FIELDS + keypoints:
         return "box"
+    if keypoints:
+        return None
     if fields >= MIN_POLYGON_FIELDS and fields % 2:
         return "polygon"
     return None
 
 
-def text_kinds(text: str) -> set[str]:
+def text_kinds(text: str, keypoints: int = 0) -> set[str]:
     """The kinds of line a label file's text holds ("box", "polygon"), counting fields only."""
-    return {kind for line in text.splitlines() if (kind := line_kind(len(line.split())))}
+    lines = text.splitlines()
+    return {kind for line in lines if (kind := line_kind(len(line.split()), keypoints))}
 
 
 @dataclass(frozen=True)
 class YoloObjects(ObjectsRecipe):
     """An image's YOLO label file (`source`; `files` empty when the image has none: a
-    background image, no objects), the class count of `data.yaml` and the pack's task."""
+    background image, no objects), the class count of `data.yaml`, the pack's task and the
+    keypoint fields of a pose line (0: no pose labels; their keypoints are not packed)."""
 
     source: str
     classes: int
     task: str
     digest: str
     files: tuple[str, ...] = ()
+    keypoints: int = 0
 
     @property
     def key(self) -> str:
@@ -79,7 +85,10 @@ class YoloObjects(ObjectsRecipe):
 
     def _object(self, fields: list[str], size: tuple[int, int]) -> SourceObject | str:
         """One line as an object at the source size, or why it is none."""
-        kind = line_kind(len(fields))
+        kind = line_kind(len(fields), self.keypoints)
+        if kind is None and self.keypoints:
+            wanted = BOX_FIELDS + self.keypoints
+            return f"{len(fields)} fields; a pose line has {wanted} (cls cx cy w h, keypoints)"
         if kind is None:
             return (
                 f"{len(fields)} fields; a box has 5 (cls cx cy w h), a polygon an odd number "
@@ -88,6 +97,7 @@ class YoloObjects(ObjectsRecipe):
         bad = next((f for f in fields if not _is_number(f)), None)
         if bad is not None:
             return f"{bad!r} is not a number"
+        fields = fields[:BOX_FIELDS] if self.keypoints else fields
         label = float(fields[0])
         if not label.is_integer() or not 0 <= label < self.classes:
             return (

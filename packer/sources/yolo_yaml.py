@@ -70,6 +70,16 @@ def yaml_names(config: dict, name: str) -> list[str]:
     return [by_id[i] for i in range(len(by_id))]
 
 
+def keypoint_fields(config: dict, name: str) -> int:
+    """The fields a pose line adds after its box: K x D of `kpt_shape: [K, D]`, else 0."""
+    shape = config.get("kpt_shape")
+    if shape is None:
+        return 0
+    if not (isinstance(shape, list) and len(shape) == 2 and shape[0] > 0 and shape[1] in (2, 3)):
+        raise SourceError(f"{name}: kpt_shape must be [keypoints, 2 or 3], not {shape!r}")
+    return int(shape[0]) * int(shape[1])
+
+
 def split_sources(
     root: Path, tree: Tree, config: dict, name: str, found: Found
 ) -> list[ImageSource]:
