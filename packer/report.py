@@ -52,9 +52,10 @@ def dry_run(plan: PackPlan, predicted: list[Rejection] | None = None) -> str:
     """What a pack would do: layout, output, splits, classes, notes, and what it would reject
     (found in file names, and `predicted` from the files' headers)."""
     s = plan.scan
-    lines = [f"source:  {s.root}", f"layout:  {s.layout} ({s.task})", *_output_line(plan)]
-    if s.why:
-        lines.insert(2, f"found:   {s.why}")
+    lines = [f"source:  {s.root}", f"layout:  {s.layout} ({s.task})"]
+    lines += [f"found:   {s.why}"] * bool(s.why)
+    lines += [f"task:    {s.task}: {s.task_why}"] * bool(s.task_why)
+    lines += _output_line(plan)
     bad = {r.path for r in predicted or []}
     for split, shards in plan.shards.items():
         count = sum(len(sh.samples) for sh in shards)

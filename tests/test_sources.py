@@ -45,8 +45,10 @@ def test_public_constants():
         "coco-panoptic",
         "cityscapes",
         "ade20k",
-        "class-folders",
+        "yolo",
+        "voc",
         "mask-folders",
+        "class-folders",
         "list",
     )
 
@@ -472,6 +474,8 @@ class TestErrors:
         with pytest.raises(SourceError, match="no such file"):
             scan(tmp_path / "missing")
         with pytest.raises(SourceError, match="unknown layout"):
+            scan(tmp_path, layout="darknet")
+        with pytest.raises(SourceError, match="has no YOLO layout"):
             scan(tmp_path, layout="yolo")
         with pytest.raises(SourceError, match="contradict"):
             scan(tmp_path, layout="class-folders", masks="x")

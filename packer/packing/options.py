@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..engines import ENGINES
 from ..imaging import DEFAULT_MAX_PIXELS, INTERPOLATIONS, RESIZE_MODES
 from ..options import Option
-from ..sources import LAYOUTS
+from ..sources import LAYOUTS, layouts_help
 from ..sources.model import CROWDS, OVERLAPS
 from .preflight import SIZE_STEP
 
@@ -70,12 +70,18 @@ PLAN_OPTIONS = (
     Option(
         "task",
         "auto",
-        "What each sample's target is: auto takes the layout's own (YOLO and VOC: detection; "
-        "COCO: segmentation).",
+        "What each sample's target is: auto takes the layout's own (YOLO boxes and VOC: "
+        "detection; YOLO polygons: instances; COCO: segmentation); --dry-run says which.",
         kind="choice",
         choices=("auto", "classification", "segmentation", "detection", "instances"),
     ),
-    Option("layout", "auto", "Source layout; auto detects it.", kind="choice", choices=LAYOUTS),
+    Option(
+        "layout",
+        "auto",
+        f"Source layout; auto tries them in this order: {layouts_help()}.",
+        kind="choice",
+        choices=LAYOUTS,
+    ),
     Option(
         "masks",
         None,

@@ -191,7 +191,7 @@ def make_plan(
         check_out(src, out, root=o.root, masks=o.masks)
     output_size = _given_size(size)
     out_path = storage.as_path(out).expanduser() if out is not None else default_out(src, format)
-    annotations = AnnotationOptions.given(o.coco, o.overlap, o.crowd, o.task)
+    annotations = AnnotationOptions.given(o.coco, o.overlap, o.crowd, o.task, o.classes)
     mapping = class_mapping(o.ignore_class, o.class_map)
     found = scan(
         src,

@@ -20,7 +20,7 @@ from ..errors import ImageError, SourceError
 from ..flags import flag, name_of
 from ..imaging.orientation import oriented_size
 from ..imaging.probe import check_complete, probe
-from ..sources import Rejection, Sample, mask_files, mask_key
+from ..sources import ObjectsRecipe, Rejection, Sample, mask_files, mask_key
 
 HEAD_BYTES = 64 << 10  # JPEG frame headers and PNG IHDRs lie well inside
 TAIL_BYTES = 4 << 10  # where the end-of-image marker / IEND chunk lies
@@ -78,8 +78,8 @@ def predict_rejections(root: Path, samples: Sequence[Sample], max_pixels: int) -
         except ImageError as exc:
             return Rejection(sample.image, str(exc))
         files = mask_files(sample.mask)
-        if not files:  # classification, or annotations drawn at the image's size
-            return None
+        if not files or isinstance(sample.mask, ObjectsRecipe):  # no mask picture to check:
+            return None  # classification, annotations drawn at the image's size, objects
         try:
             mask_size = header_size(os.path.join(root, files[0]), max_pixels)
         except ImageError as exc:

@@ -8,7 +8,7 @@ access goes through `walk`, the one module to change for sources stored elsewher
 from __future__ import annotations
 
 from ..errors import SourceError
-from .detect import LAYOUTS, scan
+from .detect import LAYOUTS, layouts_help, scan
 from .model import IMAGE_EXTENSIONS, AnnotationOptions, Rejection, Sample, SourceScan
 from .objects import ObjectsRecipe, SourceObject
 from .recipes import MaskRecipe, mask_files, mask_key, mask_line
@@ -27,6 +27,7 @@ __all__ = [
     "SourceObject",
     "SourceScan",
     "assign_split",
+    "layouts_help",
     "mask_files",
     "mask_key",
     "mask_line",

@@ -35,6 +35,7 @@ NAME = "ade20k"
 FOLDER = "ADEChallengeData2016"
 SPLITS = {"training": "train", "validation": "val"}  # folder -> split
 NAME_FILES = ("objectInfo150.csv", "objectInfo150.txt")
+DESCRIPTION = "ADE20K SceneParsing: ADEChallengeData2016/ images/ + annotations/"
 LOOKED_FOR = (
     "ADEChallengeData2016/images/{training,validation}/*.jpg beside "
     "annotations/{training,validation}/*.png"

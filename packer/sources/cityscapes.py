@@ -21,6 +21,7 @@ IMAGES = "leftImg8bit"
 IMAGE_SUFFIX = "_leftImg8bit.png"
 GROUND_TRUTHS = ("gtFine", "gtCoarse")  # in order of preference, chosen per split
 SPLIT_ORDER = ("train", "val", "test", "train_extra")
+DESCRIPTION = "Cityscapes: leftImg8bit/ + gtFine/ (or gtCoarse/) labelIds, as the 19 train ids"
 LOOKED_FOR = (
     "leftImg8bit/<split>/<city>/*_leftImg8bit.png beside "
     "gtFine/<split>/<city>/*_gtFine_labelIds.png (or gtCoarse/ ... _gtCoarse_labelIds.png)"

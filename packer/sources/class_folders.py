@@ -7,25 +7,64 @@ its mask folder, so a segmentation set is never packed as two classes by mistake
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 from ..errors import SourceError
 from ..flags import flag
-from .model import Found, Item, Rejection, Tree, folders, is_image, join, not_image, stem
+from .mask_names import image_folder_of
+from .model import (
+    AnnotationOptions,
+    Found,
+    Item,
+    Rejection,
+    Tree,
+    folders,
+    is_image,
+    join,
+    not_image,
+    stem,
+)
 from .splits import SPLIT_NAMES
 
 CLASS_HELP = "class folders SRC/<class>/* or SRC/<split>/<class>/*"
+NAME = "class-folders"
+DESCRIPTION = "SRC/<class>/* or SRC/<split>/<class>/* (classification)"
+LOOKED_FOR = CLASS_HELP
 _MASK_WORDS = ("mask", "label", "ann", "gt", "seg", "target")
+# Folders that mark annotations a layout must read: never class folders.
+ANNOTATION_FOLDERS = ("annotations", "gtFine", "gtCoarse")
+
+
+def detect(tree: Tree, annotations: AnnotationOptions) -> str | None:
+    """Why the source is class folders (one of them holds an image), or None."""
+    for container, classes in _groups(tree, set()).items():
+        for cls in classes:
+            top = join(container, cls)
+            if any(is_image(n) for _, names in folders(tree, top) for n in names):
+                shown = ", ".join(f"{c}/" for c in classes[:5])
+                where = f" in {container}/" if container else ""
+                return f"class folders{where}: {shown}{' ...' * (len(classes) > 5)}"
+    return None
+
+
+def scan(root: Path, tree: Tree, annotations: AnnotationOptions) -> Found:
+    """Classification samples; under auto, folders that look like annotations, or like image
+    and mask folders, are a guess refused."""
+    if annotations.layout == "auto":
+        refuse_unread_annotations(root, tree)
+    found = class_scan(tree, set())
+    if annotations.layout == "auto":
+        refuse_twin_folders(tree, found)
+        _refuse_masks_without_images(root, tree, found)
+    return found
 
 
 def class_scan(tree: Tree, excluded: set[str]) -> Found:
     """Classification samples from SRC/<class>/** or SRC/<split>/<class>/**, Keras-style."""
-    found = Found("class-folders", "classification", CLASS_HELP)
+    found = Found(NAME, "classification", CLASS_HELP)
     top = [name for name in tree[""].dirs if name not in excluded]
     splits = [name for name in top if name.lower() in SPLIT_NAMES]
-    groups = {
-        container: [c for c in tree[container].dirs if join(container, c) not in excluded]
-        for container in splits or [""]
-    }
+    groups = _groups(tree, excluded)
     names = sorted({name for classes in groups.values() for name in classes})
     index = {name: i for i, name in enumerate(names)}
     for container in dict.fromkeys(["", *groups]):
@@ -49,6 +88,47 @@ def class_scan(tree: Tree, excluded: set[str]) -> Found:
     found.class_dirs = [[join(c, d) for d in classes] for c, classes in groups.items()]
     found.notes.extend(_class_notes(names, groups, found.items))
     return found
+
+
+def _groups(tree: Tree, excluded: set[str]) -> dict[str, list[str]]:
+    """Split folder ("" without splits) -> the class folders in it."""
+    top = [name for name in tree[""].dirs if name not in excluded]
+    splits = [name for name in top if name.lower() in SPLIT_NAMES]
+    return {
+        container: [c for c in tree[container].dirs if join(container, c) not in excluded]
+        for container in splits or [""]
+    }
+
+
+def refuse_unread_annotations(root: Path, tree: Tree) -> None:
+    """Annotation folders that no layout recognised: say so rather than pack them as classes."""
+    held = [d for d in ANNOTATION_FOLDERS if d in tree[""].dirs]
+    if held:
+        raise SourceError(
+            f"{root} holds {', '.join(f'{d}/' for d in held)} but matches no annotation layout "
+            f"(COCO: annotations/instances_<split>.json beside <split>/ image folders; "
+            f"Cityscapes: leftImg8bit/ + gtFine/; ADE20K: images/ + annotations/); pass "
+            f"{flag('layout')} or {flag('coco')}, or {flag('layout', 'class-folders')} if "
+            "these really are classes"
+        )
+
+
+def _refuse_masks_without_images(root: Path, tree: Tree, found: Found) -> None:
+    """Folders named like mask folders, beside a class_dict.csv, and no image folders: masks
+    without their images, not a classification set."""
+    if "class_dict.csv" not in {name.lower() for name in tree[""].files}:
+        return
+    with_images = [d for ds in found.class_dirs for d in ds if any(map(is_image, tree[d].files))]
+    missing = {d: image_folder_of(d) for d in with_images}
+    if not with_images or not all(missing.values()):
+        return
+    names = ", ".join(f"{d}/" for d in with_images[:5])
+    wanted = ", ".join(f"{m}/" for m in list(missing.values())[:5])
+    raise SourceError(
+        f"{root} holds only mask folders ({names}) and class_dict.csv, but no images: the image "
+        f"folders ({wanted}) that pair with them are missing. Put the images beside their masks, "
+        f"or pass {flag('masks')} if they are elsewhere"
+    )
 
 
 def refuse_twin_folders(tree: Tree, found: Found) -> None:

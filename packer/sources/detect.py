@@ -1,13 +1,17 @@
 """`scan`: detect a source's layout, run it, then apply the split policy and sort the result.
 
-The layouts live beside this module. Published datasets that name themselves by their files
-(COCO, Cityscapes, ADE20K) are tried first, in the registry's order; then the generic ones
-(mask folders, class folders, lists). This module chooses between them, refuses to guess
-when two fit, and turns what they found into a `SourceScan`.
+Every layout is a module beside this one with the same small protocol (what TFDS builders are
+to datasets): `NAME`, `LOOKED_FOR` (what it looks for), `DESCRIPTION` (one line for --help),
+`detect(tree, annotations)` -> why it fits or None, and `scan(root, tree, annotations)` ->
+`Found`. `REGISTRY` lists them in the order auto tries them: published datasets that name
+themselves by their files first, then the generic ones (mask folders, class folders). A new
+layout is a module and a line here. `detect` may refuse to guess (SourceError) when a tree
+fits ambiguously; it is only called under auto.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterable, Mapping
 from operator import itemgetter
@@ -15,19 +19,20 @@ from pathlib import Path
 
 from ..errors import SourceError
 from ..flags import flag
-from . import ade20k, cityscapes, coco, coco_panoptic
-from .class_folders import CLASS_HELP, class_scan, refuse_twin_folders
-from .lists import list_file_note, scan_list_file
-from .mask_folders import (
-    PAIR_HELP,
-    claimed_dirs,
-    find_pairs,
-    image_folder_of,
-    pair_kinds,
-    pair_scan,
-    reject_unpaired_images,
-    scan_explicit_masks,
+from . import (
+    ade20k,
+    cityscapes,
+    class_folders,
+    coco,
+    coco_panoptic,
+    lists,
+    mask_folders,
+    voc,
+    yolo,
 )
+from .class_folders import CLASS_HELP, refuse_unread_annotations
+from .lists import list_file_note, scan_list_file
+from .mask_folders import PAIR_HELP, scan_explicit_masks
 from .model import (
     PACK_MARKERS,
     AnnotationOptions,
@@ -42,12 +47,32 @@ from .model import (
 from .splits import assign_split, check_fractions
 from .walk import folder_key, is_pack, kind, locate, resolve, walk
 
-# Layouts that recognise themselves by their files, tried in this order: each module has NAME,
-# detect(tree, annotations) -> why it fits or None, and scan(root, tree, annotations) -> Found.
-DATASET_LAYOUTS = {m.NAME: m for m in (coco, coco_panoptic, cityscapes, ade20k)}
-LAYOUTS = ("auto", *DATASET_LAYOUTS, "class-folders", "mask-folders", "list")
-# Folders that mark annotations a layout must read: never class folders.
-ANNOTATION_FOLDERS = ("annotations", "gtFine", "gtCoarse")
+# The layouts, in the order auto tries them.
+REGISTRY = (
+    coco,
+    coco_panoptic,
+    cityscapes,
+    ade20k,
+    yolo,
+    voc,
+    mask_folders,
+    class_folders,
+    lists,
+)
+BY_NAME = {layout.NAME: layout for layout in REGISTRY}
+LAYOUTS = ("auto", *BY_NAME)
+# Layouts --masks and --mask-suffix may come with (a list refuses a folder on its own).
+MASK_FILE_LAYOUTS = ("auto", mask_folders.NAME, lists.NAME)
+
+
+def describe(layout) -> str:
+    """A layout's one line for --help: its DESCRIPTION, else what it looks for."""
+    return getattr(layout, "DESCRIPTION", "") or layout.LOOKED_FOR
+
+
+def layouts_help() -> str:
+    """Every layout with its line, in the order auto tries them."""
+    return "; ".join(f"{layout.NAME}: {describe(layout)}" for layout in REGISTRY)
 
 
 def scan(
@@ -67,7 +92,9 @@ def scan(
     way are not scanned; `root` is the folder a list's relative paths start from (default:
     the list's own folder).
     """
-    annotations = annotations or AnnotationOptions()
+    annotations = dataclasses.replace(
+        annotations or AnnotationOptions(), layout=layout, mask_suffix=mask_suffix
+    )
     if layout not in LAYOUTS:
         raise SourceError(f"unknown layout {layout!r}; choose one of {', '.join(LAYOUTS)}")
     try:
@@ -85,135 +112,69 @@ def scan(
     elif what == "folder":
         keys = {folder_key(locate(p)) for p in exclude} - {None}
         skips = Skips(frozenset(keys))  # type: ignore[arg-type]
-        root, found = _scan_folder(resolve(path), layout, masks, mask_suffix, skips, annotations)
+        root, found = _scan_folder(resolve(path), masks, skips, annotations)
         found.notes.extend(skips.notes())
     else:
         raise SourceError(f"{src}: no such file or folder")
+    _check_task(found, annotations.task)
     return _finish(root, found, fractions)
 
 
 def _scan_folder(
-    root: Path,
-    layout: str,
-    masks: str | os.PathLike | None,
-    mask_suffix: str | None,
-    skips: Skips,
-    annotations: AnnotationOptions,
+    root: Path, masks: str | os.PathLike | None, skips: Skips, annotations: AnnotationOptions
 ) -> tuple[Path, Found]:
     """Scan a folder source with the layout asked for, or detect it."""
+    layout, mask_suffix = annotations.layout, annotations.mask_suffix
     if is_pack(root):
         raise SourceError(
             f"{root} is a pack made by packer (it holds {' or '.join(PACK_MARKERS)}), not "
             "a source folder; open it with packer.open, or pack the folder it was made from"
         )
-    if layout == "list":
-        raise SourceError(
-            f"{flag('layout', 'list')} needs the .lst or .csv file itself as SRC, not {root}"
-        )
-    if layout == "class-folders" and (masks is not None or mask_suffix is not None):
+    if layout == class_folders.NAME and (masks is not None or mask_suffix is not None):
         raise SourceError(
             f"{flag('masks')}/{flag('mask_suffix')} contradict {flag('layout', 'class-folders')}"
         )
-    if (layout in DATASET_LAYOUTS or annotations.coco) and (masks or mask_suffix):
+    if (layout not in MASK_FILE_LAYOUTS or annotations.coco) and (masks or mask_suffix):
         raise SourceError(
-            f"{flag('masks')}/{flag('mask_suffix')} do not apply to a layout whose masks are "
-            "annotations (COCO, Cityscapes, ADE20K)"
+            f"{flag('masks')}/{flag('mask_suffix')} do not apply to a layout whose targets are "
+            "annotations, not mask files (COCO, Cityscapes, ADE20K, YOLO, VOC)"
         )
     if masks is not None:
         return scan_explicit_masks(root, locate(masks), mask_suffix, skips)
     rejected: list[Rejection] = []
     tree = walk(root, [""], rejected, skips)
-    dataset = _dataset_layout(root, tree, layout, annotations)
-    if dataset is not None:
-        found = dataset
-    elif layout == "class-folders":
-        found = class_scan(tree, set())
-    else:
-        found = _detect(root, tree, layout, mask_suffix)
+    found = _run_layout(root, tree, annotations)
     found.rejected.extend(rejected)
     found.notes.extend(list_file_note(tree))
     return root, found
 
 
-def _dataset_layout(
-    root: Path, tree: Tree, layout: str, annotations: AnnotationOptions
-) -> Found | None:
-    """The scan of the dataset layout asked for or recognised first; None when none fits."""
-    if annotations.coco and layout not in ("auto", coco.NAME):
+def _run_layout(root: Path, tree: Tree, annotations: AnnotationOptions) -> Found:
+    """The scan of the layout asked for, or of the first in the registry that detects itself."""
+    asked = annotations.layout
+    if annotations.coco and asked not in ("auto", coco.NAME):
         raise SourceError(f"{flag('coco')} applies to {flag('layout', coco.NAME)} only")
-    names = [layout] if layout in DATASET_LAYOUTS else list(DATASET_LAYOUTS) * (layout == "auto")
-    for name in names:
-        module = DATASET_LAYOUTS[name]
-        why = module.detect(tree, annotations)
-        if why is None and name != layout:
-            continue
-        found = module.scan(root, tree, annotations)
-        found.why = found.why or why or f"{flag('layout', name)} as asked"
+    if asked != "auto":
+        layout = BY_NAME[asked]
+        found = layout.scan(root, tree, annotations)
+        found.why = found.why or f"{flag('layout', asked)} as asked"
         return found
-    return None
+    for layout in REGISTRY:
+        why = layout.detect(tree, annotations)
+        if why is not None:
+            found = layout.scan(root, tree, annotations)
+            found.why = found.why or why
+            return found
+    refuse_unread_annotations(root, tree)
+    raise _unrecognised(root, tree)
 
 
-def _refuse_unread_annotations(root: Path, tree: Tree) -> None:
-    """Annotation folders that no layout recognised: say so rather than pack them as classes."""
-    held = [d for d in ANNOTATION_FOLDERS if d in tree[""].dirs]
-    if held:
+def _check_task(found: Found, asked: str) -> None:
+    """A layout that gives another task than the one asked: one line saying so."""
+    if asked not in ("auto", found.task):
         raise SourceError(
-            f"{root} holds {', '.join(f'{d}/' for d in held)} but matches no annotation layout "
-            f"(COCO: annotations/instances_<split>.json beside <split>/ image folders; "
-            f"Cityscapes: leftImg8bit/ + gtFine/; ADE20K: images/ + annotations/); pass "
-            f"{flag('layout')} or {flag('coco')}, or {flag('layout', 'class-folders')} if "
-            "these really are classes"
+            f"{flag('task', asked)}: the {found.layout} layout gives {found.task}, not {asked}"
         )
-
-
-def _detect(root: Path, tree: Tree, layout: str, mask_suffix: str | None) -> Found:
-    """Choose between mask folders and class folders; refuse to guess when both fit."""
-    pairs = find_pairs(tree)
-    if pairs:
-        claimed = claimed_dirs(tree, pairs)
-        leftover = class_scan(tree, claimed).class_dirs
-        direct = [d + "/" for ds in leftover for d in ds if any(map(is_image, tree[d].files))]
-        if direct and layout == "auto":
-            raise SourceError(
-                f"{root} holds image/mask folders ({pair_kinds(pairs)}) and also folders that "
-                f"look like class folders ({', '.join(direct[:5])}); pass "
-                f"{flag('layout', 'mask-folders')} or {flag('layout', 'class-folders')}"
-            )
-        found = pair_scan(root, tree, pairs, mask_suffix)
-        reject_unpaired_images(tree, pairs, found)
-        return found
-    if layout == "mask-folders" or mask_suffix is not None:
-        raise SourceError(
-            f"no image/mask folder pairs found in {root} (looked for {PAIR_HELP}); "
-            f"pass {flag('masks')} to name the mask folder"
-        )
-    if layout == "auto":
-        _refuse_unread_annotations(root, tree)
-    found = class_scan(tree, set())
-    refuse_twin_folders(tree, found)
-    if not found.items:
-        raise _unrecognised(root, tree)
-    if layout == "auto":
-        _refuse_masks_without_images(root, tree, found)
-    return found
-
-
-def _refuse_masks_without_images(root: Path, tree: Tree, found: Found) -> None:
-    """Folders named like mask folders, beside a class_dict.csv, and no image folders: masks
-    without their images, not a classification set."""
-    if "class_dict.csv" not in {name.lower() for name in tree[""].files}:
-        return
-    with_images = [d for ds in found.class_dirs for d in ds if any(map(is_image, tree[d].files))]
-    missing = {d: image_folder_of(d) for d in with_images}
-    if not with_images or not all(missing.values()):
-        return
-    names = ", ".join(f"{d}/" for d in with_images[:5])
-    wanted = ", ".join(f"{m}/" for m in list(missing.values())[:5])
-    raise SourceError(
-        f"{root} holds only mask folders ({names}) and class_dict.csv, but no images: the image "
-        f"folders ({wanted}) that pair with them are missing. Put the images beside their masks, "
-        f"or pass {flag('masks')} if they are elsewhere"
-    )
 
 
 def _unrecognised(root: Path, tree: Tree) -> SourceError:
@@ -266,6 +227,7 @@ def _finish(root: Path, found: Found, fractions: dict[str, float] | None) -> Sou
         found.notes,
         found.table,
         found.why,
+        found.task_why,
     )
 
 

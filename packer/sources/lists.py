@@ -16,7 +16,7 @@ from pathlib import Path, PurePosixPath
 
 from ..errors import SourceError
 from ..flags import flag
-from .model import Found, Rejection, Tree, ext, is_image
+from .model import AnnotationOptions, Found, Rejection, Tree, ext, is_image
 from .walk import existing_files, kind, locate, read_text, resolve
 
 _LIST_EXTENSIONS = (".lst", ".csv")
@@ -27,6 +27,22 @@ _CLASS_TABLE_HEADER = ("name", "r", "g", "b")  # a class_dict.csv given as SRC b
 
 # (line number, path, label, split or "")
 Row = tuple[int, str, str, str]
+
+NAME = "list"
+DESCRIPTION = "an im2rec .lst or a path,label[,split] CSV file as SRC"
+LOOKED_FOR = "a .lst or .csv list file given as SRC"
+
+
+def detect(tree: Tree, annotations: AnnotationOptions) -> str | None:
+    """Never a folder's layout: a list is a file given as SRC (see `scan_list_file`)."""
+    return None
+
+
+def scan(root: Path, tree: Tree, annotations: AnnotationOptions) -> Found:
+    """A folder asked to be read as a list: refused, naming what a list is."""
+    raise SourceError(
+        f"{flag('layout', NAME)} needs the .lst or .csv file itself as SRC, not {root}"
+    )
 
 
 def scan_list_file(
@@ -41,7 +57,7 @@ def scan_list_file(
     list_kind = ext(path.name)
     if list_kind not in _LIST_EXTENSIONS:
         raise SourceError(f"{path}: SRC must be a folder or a .lst/.csv list file")
-    if layout not in ("auto", "list"):
+    if layout not in ("auto", NAME):
         raise SourceError(
             f"{flag('layout', layout)} needs a folder as SRC, not the list file {path.name}"
         )

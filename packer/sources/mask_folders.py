@@ -14,24 +14,29 @@ from pathlib import Path
 
 from ..errors import SourceError
 from ..flags import flag
-from .model import Found, Rejection, Skips, Tree, ext, folders, is_image, join, not_image, stem
+from .class_folders import class_scan
+from .mask_names import MASK_DIR_SUFFIXES, NAMED_PAIRS, PAIR_HELP
+from .model import (
+    AnnotationOptions,
+    Found,
+    Rejection,
+    Skips,
+    Tree,
+    ext,
+    folders,
+    is_image,
+    join,
+    not_image,
+    stem,
+)
 from .splits import SPLIT_NAMES, folder_split
 from .walk import kind, read_text, resolve, walk
 
-# X/ + X<suffix>/ mask folders (CamVid "trainannot", Carvana "train_masks", ...).
-_MASK_DIR_SUFFIXES = ("annot", "_labels", "_label", "labels", "_masks", "_mask")
-# Fixed sibling names: image folder -> mask folders in order of preference.
-_NAMED_PAIRS = {
-    "jpegimages": ("SegmentationClass", "SegmentationClassAug"),
-    "images": ("masks", "annotations"),
-    "image": ("mask", "masks"),
-    "imgs": ("masks",),
-}
-PAIR_HELP = (
-    "X/ + Xannot/ (or X_labels/, X_label/, Xlabels/, X_masks/, X_mask/), "
-    "JPEGImages/ + SegmentationClass/, images/ + masks/ at any depth"
-)
 _SUFFIX_START = re.compile(r"[_\-. ]")
+
+NAME = "mask-folders"
+DESCRIPTION = "image folders with mask folders beside them (segmentation)"
+LOOKED_FOR = PAIR_HELP
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,42 @@ class Pair:
     kind: str
     voc: bool = False
     parent: str = ""
+
+
+def detect(tree: Tree, annotations: AnnotationOptions) -> str | None:
+    """Why the source is image/mask folder pairs (or a mask suffix was given), or None."""
+    if annotations.mask_suffix is not None:
+        return f"{flag('mask_suffix', annotations.mask_suffix)} given"
+    pairs = find_pairs(tree)
+    return f"image/mask folder pairs: {pair_kinds(pairs)}" if pairs else None
+
+
+def scan(root: Path, tree: Tree, annotations: AnnotationOptions) -> Found:
+    """Images paired with masks in every pair of folders; the images outside them rejected.
+    Under auto, folders beside the pairs that look like class folders are a guess refused."""
+    pairs = find_pairs(tree)
+    if not pairs:
+        raise SourceError(
+            f"no image/mask folder pairs found in {root} (looked for {PAIR_HELP}); "
+            f"pass {flag('masks')} to name the mask folder"
+        )
+    if annotations.layout == "auto":
+        _refuse_class_folders_beside(root, tree, pairs)
+    found = pair_scan(root, tree, pairs, annotations.mask_suffix)
+    reject_unpaired_images(tree, pairs, found)
+    return found
+
+
+def _refuse_class_folders_beside(root: Path, tree: Tree, pairs: list[Pair]) -> None:
+    """Refuse to guess when folders beside the pairs hold images like class folders."""
+    leftover = class_scan(tree, claimed_dirs(tree, pairs)).class_dirs
+    direct = [d + "/" for ds in leftover for d in ds if any(map(is_image, tree[d].files))]
+    if direct:
+        raise SourceError(
+            f"{root} holds image/mask folders ({pair_kinds(pairs)}) and also folders that "
+            f"look like class folders ({', '.join(direct[:5])}); pass "
+            f"{flag('layout', 'mask-folders')} or {flag('layout', 'class-folders')}"
+        )
 
 
 def find_pairs(tree: Tree) -> list[Pair]:
@@ -72,20 +113,6 @@ def claimed_dirs(tree: Tree, pairs: list[Pair]) -> set[str]:
         if pair.voc:
             claimed.update(join(pair.parent, d) for d in tree[pair.parent].dirs)
     return claimed
-
-
-def image_folder_of(mask_dir: str) -> str | None:
-    """The image folder a folder named like a mask folder pairs with (`train_labels` ->
-    `train`, `masks` -> `images`), or None when the name is no mask folder's."""
-    parent, _, name = mask_dir.rpartition("/")
-    low = name.lower()
-    for image, mask_names in _NAMED_PAIRS.items():
-        if low in (m.lower() for m in mask_names):
-            return join(parent, "JPEGImages" if image == "jpegimages" else image)
-    for suffix in _MASK_DIR_SUFFIXES:
-        if low.endswith(suffix) and len(low) > len(suffix):
-            return join(parent, name[: -len(suffix)])
-    return None
 
 
 def scan_explicit_masks(
@@ -148,11 +175,11 @@ def _pairs_in(parent: str, names: list[str]) -> list[Pair]:
     pairs = []
     for name in names:
         low = name.lower()
-        named = [by_lower[m.lower()] for m in _NAMED_PAIRS.get(low, ()) if m.lower() in by_lower]
+        named = [by_lower[m.lower()] for m in NAMED_PAIRS.get(low, ()) if m.lower() in by_lower]
         if named:  # the first in order of preference: SegmentationClass/ before ...Aug/
             pairs.append(_named_pair(parent, name, named[0]))
             continue
-        masks = [by_lower[low + s] for s in _MASK_DIR_SUFFIXES if low + s in by_lower]
+        masks = [by_lower[low + s] for s in MASK_DIR_SUFFIXES if low + s in by_lower]
         if len(masks) > 1:
             raise SourceError(
                 f"{join(parent, name)}/ has several candidate mask folders "
@@ -278,6 +305,11 @@ def _match(
         )
     if pair.voc:
         found.notes.extend(_voc_ignored(tree, pair))
+        if "Annotations" in tree[pair.parent].dirs:
+            found.task_why = (
+                f"{pair.kind} masks; {flag('task', 'detection')} packs the boxes of "
+                f"{join(pair.parent, 'Annotations')}/ instead (Pascal VOC detection)"
+            )
 
 
 def _orphan_reason(pair: Pair, sub: str, mask_stem: str, suffix: str) -> str:

@@ -53,6 +53,7 @@ class SourceScan:
     notes: list[str]
     table: ClassTable | None = None  # the layout's own classes (COCO categories, Cityscapes)
     why: str = ""  # how the layout was recognised, for a dry run
+    task_why: str = ""  # why this task, and what another --task would give, for a dry run
 
 
 @dataclass
@@ -103,6 +104,7 @@ class Found:
     class_dirs: list[list[str]] = field(default_factory=list)  # per split, sibling class folders
     table: ClassTable | None = None  # the layout's own classes, when it names them
     why: str = ""  # how the layout was recognised, for a dry run
+    task_why: str = ""  # why this task, and what another --task would give, for a dry run
 
 
 def folders(
@@ -153,17 +155,27 @@ CROWDS = ("ignore", "class")  # crowd regions: the ignore index, or their catego
 
 @dataclass(frozen=True)
 class AnnotationOptions:
-    """How layouts that describe masks as annotations draw them (COCO), and JSON files named
-    for them: (split, path) pairs, split "" meaning "from the file name"."""
+    """What every layout's detect and scan are told: how layouts that describe masks as
+    annotations draw them (COCO), JSON files named for them ((split, path) pairs, split ""
+    meaning "from the file name"), the task asked, and the scan's own choices (the layout
+    asked, a mask suffix), which the scan fills in."""
 
     coco: tuple[tuple[str, str], ...] = ()
     overlap: str = "ignore"
     crowd: str = "ignore"
     task: str = "auto"  # auto: the layout's own; or detection, instances, segmentation, ...
+    classes: str | None = None  # a names file giving the classes' order (VOC, YOLO)
+    layout: str = "auto"  # the layout asked for: guards against guessing apply under auto
+    mask_suffix: str | None = None  # what mask names add after the image stem (mask folders)
 
     @classmethod
     def given(
-        cls, coco, overlap: str = "ignore", crowd: str = "ignore", task: str = "auto"
+        cls,
+        coco,
+        overlap: str = "ignore",
+        crowd: str = "ignore",
+        task: str = "auto",
+        classes: str | os.PathLike | None = None,
     ) -> AnnotationOptions:
         """From pack's arguments: `coco` one path, or split -> path; choices checked."""
         for name, value, choices in (("overlap", overlap, OVERLAPS), ("crowd", crowd, CROWDS)):
@@ -177,11 +189,12 @@ class AnnotationOptions:
             files = (("", str(coco)),)
         else:
             files = tuple(_split_and_path(str(c)) for c in coco)
-        return cls(files, overlap, crowd, task)
+        return cls(files, overlap, crowd, task, None if classes is None else str(classes))
 
     def to_options(self) -> dict:
         """What the pack's options record: only what differs from the defaults (so packs made
-        before these options existed keep their fingerprints)."""
+        before these options existed keep their fingerprints); `classes` is the pack's own
+        option, recorded there, as are `layout` and `mask_suffix`."""
         found: dict = {}
         if self.coco:
             found["coco"] = [list(pair) for pair in self.coco]

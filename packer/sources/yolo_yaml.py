@@ -1,0 +1,164 @@
+"""A YOLO `data.yaml` read as Ultralytics' `check_det_dataset` reads it: `names` as a list or
+{id: name} (ids 0..K-1), `nc`, and the `train`/`val`/`test` entries (a folder, a .txt list of
+images, or a list of those) relative to `path` or to the yaml's own folder, with Roboflow's
+`../train/images` read as `train/images` when the former is not there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import posixpath
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from ..errors import SourceError
+from .model import Found, Rejection, Tree, is_image, join
+from .walk import read_text
+
+YAML_FILES = ("data.yaml", "data.yml")
+NAMES_FILES = ("classes.txt", "obj.names")  # names files of YOLO tools (LabelImg, darknet)
+SPLIT_KEYS = ("train", "val", "test")
+
+
+@dataclass(frozen=True)
+class ImageSource:
+    """Where a split's images are: a folder (every image below it), or the images a .txt list
+    names (`images`, None for a folder); `split` "" means "from the image's folders"."""
+
+    split: str
+    folder: str
+    shown: str
+    images: tuple[str, ...] | None = None
+
+
+def read_config(root: Path, name: str) -> dict:
+    """data.yaml as a mapping; a SourceError naming it when it is no YAML mapping."""
+    import yaml  # only YOLO sources need it
+
+    try:
+        data = yaml.safe_load(read_text(root / name, name))
+    except yaml.YAMLError as exc:
+        raise SourceError(f"cannot read {name}: {' '.join(str(exc).split())}") from None
+    if not isinstance(data, dict):
+        raise SourceError(f"{name}: expected a mapping with names and train/val folders")
+    return data
+
+
+def yaml_names(config: dict, name: str) -> list[str]:
+    """The class names (Ultralytics' `check_class_names`); `nc` alone names them class_<i>."""
+    names = config.get("names")
+    count = config.get("nc")
+    if names is None:
+        if not isinstance(count, int) or count < 1:
+            raise SourceError(f"{name}: no names and no class count nc")
+        return [f"class_{i}" for i in range(count)]
+    if isinstance(names, list):
+        names = dict(enumerate(names))
+    if not isinstance(names, dict) or not names:
+        raise SourceError(f"{name}: names must be a list or a mapping {{0: name, ...}}")
+    try:
+        by_id = {int(k): str(v) for k, v in names.items()}
+    except (TypeError, ValueError):
+        raise SourceError(f"{name}: names' keys must be class indices 0, 1, ...") from None
+    if sorted(by_id) != list(range(len(by_id))):
+        raise SourceError(
+            f"{name}: a {len(by_id)}-class dataset needs class indices 0..{len(by_id) - 1}, "
+            f"found {sorted(by_id)[:8]}"
+        )
+    if count is not None and count != len(by_id):
+        raise SourceError(f"{name}: nc is {count} but {len(by_id)} names are given")
+    return [by_id[i] for i in range(len(by_id))]
+
+
+def keypoint_fields(config: dict, name: str) -> int:
+    """The fields a pose line adds after its box: K x D of `kpt_shape: [K, D]`, else 0."""
+    shape = config.get("kpt_shape")
+    if shape is None:
+        return 0
+    if not (isinstance(shape, list) and len(shape) == 2 and shape[0] > 0 and shape[1] in (2, 3)):
+        raise SourceError(f"{name}: kpt_shape must be [keypoints, 2 or 3], not {shape!r}")
+    return int(shape[0]) * int(shape[1])
+
+
+def split_sources(
+    root: Path, tree: Tree, config: dict, name: str, found: Found
+) -> list[ImageSource]:
+    """The image folders (or lists) of each split data.yaml names; entries not found under SRC
+    are noted, and a yaml none of whose entries is there is an error."""
+    bases = _bases(root, config.get("path"))
+    sources, missing = [], []
+    for split in SPLIT_KEYS:
+        entries = config.get(split)
+        for entry in [entries] if isinstance(entries, str) else entries or []:
+            rel = _find(root, tree, bases, str(entry))
+            if rel is None:
+                missing.append(f"{split}: {entry}")
+            elif rel in tree:
+                sources.append(ImageSource(split, rel, f"{split} {rel or '.'}/"))
+            else:
+                listed = _listed(root, tree, rel, found)
+                sources.append(ImageSource(split, "", f"{split} {rel}", listed))
+    if missing:
+        found.notes.append(f"{name}: not under SRC, not packed: {'; '.join(missing)}")
+    if not sources:
+        raise SourceError(
+            f"{name} names no image folder that is under {root} ({'; '.join(missing)}); "
+            "its train/val entries are read relative to its path: or its own folder"
+        )
+    return sources
+
+
+def _bases(root: Path, path: object) -> list[str]:
+    """Folders (relative to SRC) that entries may start from: `path`, then the yaml's own."""
+    bases = []
+    if isinstance(path, str) and path:
+        given = PurePosixPath(path.replace("\\", "/"))
+        if given.is_absolute():
+            with contextlib.suppress(ValueError):
+                bases.append(Path(path).resolve().relative_to(root).as_posix())
+        else:
+            bases.append(posixpath.normpath(given.as_posix()))
+    return [("" if b == "." else b) for b in [*bases, ""] if not b.startswith("..")]
+
+
+def _find(root: Path, tree: Tree, bases: list[str], entry: str) -> str | None:
+    """An entry as a folder or file relative to SRC, or None when it is not under SRC."""
+    text = entry.replace("\\", "/")
+    if PurePosixPath(text).is_absolute():
+        try:
+            text = Path(text).resolve().relative_to(root).as_posix()
+        except ValueError:
+            return None
+    tries = [text, text[3:]] if text.startswith("../") else [text]
+    for base in bases:
+        for attempt in tries:
+            rel = posixpath.normpath(join(base, attempt))
+            rel = "" if rel == "." else rel
+            if rel.startswith(".."):
+                continue
+            parent, _, file = rel.rpartition("/")
+            if rel in tree or (parent in tree and file in tree[parent].files):
+                return rel
+    return None
+
+
+def _listed(root: Path, tree: Tree, rel: str, found: Found) -> tuple[str, ...]:
+    """The images a .txt list names (`./x` relative to the list's folder, as Ultralytics
+    reads it); missing ones rejected."""
+    folder = rel.rpartition("/")[0]
+    images = []
+    for number, line in enumerate(read_text(root / rel, rel).splitlines(), 1):
+        text = line.strip().replace("\\", "/")
+        if not text:
+            continue
+        path = posixpath.normpath(join(folder, text.removeprefix("./")))
+        parent, _, file = path.rpartition("/")
+        if path.startswith("..") or not is_image(file):
+            found.rejected.append(
+                Rejection(f"{rel} line {number}", f"not an image under SRC: {text}")
+            )
+        elif parent not in tree or file not in tree[parent].files:
+            found.rejected.append(Rejection(path, f"listed in {rel} line {number} but missing"))
+        else:
+            images.append(path)
+    return tuple(images)
