@@ -627,3 +627,28 @@ def test_packer_parallel_in_a_script_without_main_guard_stops_at_once_in_one_lin
         r"### Your own Sequence, in parallel\n+```python\n(.*?)```", README.read_text(), re.S
     )[1]
     assert 'if __name__ == "__main__":' in block and "packer.parallel(" in block
+
+
+def test_every_reader_refuses_a_gzip_tfrecord_pack_it_cannot_index_when_made(work):
+    """PackedSequence on a gzip TFRecord pack answered len() and failed at the first batch."""
+    import packer.keras
+    import packer.tf
+    import packer.torch
+
+    readers = {
+        "PackedSequence": lambda: packer.keras.PackedSequence(work["gz"], batch_size=2),
+        "PackedDataset": lambda: packer.torch.PackedDataset(work["gz"], batch_size=2),
+        "PackedIterable": lambda: packer.torch.PackedIterable(work["gz"], batch_size=2),
+    }
+    for name, make in readers.items():
+        with pytest.raises(PackError) as refused:
+            make()
+        message = str(refused.value)
+        assert "gzip-compressed TFRecord pack, which has no random access" in message, name
+        assert "packer.tf.dataset" in message and "without --compression gzip" in message
+        assert "\n" not in message
+    with pytest.raises(ValueError, match="leave stream unset to stream it"):
+        packer.tf.dataset(work["gz"], batch_size=2, stream=False)
+    streamed = packer.tf.dataset(work["gz"], batch_size=2, shuffle=False)  # the alternative
+    images, masks = next(iter(streamed))
+    assert images.shape == (2, 12, 16, 3) and masks.shape == (2, 12, 16)
