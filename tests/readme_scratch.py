@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from packer.synthetic import make_segmentation, shapes_scene
+from packer.synthetic import make_classification, make_segmentation, shapes_scene
 from tests import coco_fixtures
 
 SAMPLE_COUNTS = {"train": 12, "val": 4}  # make sample writes 48 + 16 at 320x240
@@ -125,7 +125,13 @@ def _voc(root: Path) -> None:
         mask.save(root / "voc" / "SegmentationClass" / f"2007_{i:06d}.png")
 
 
+def _photos(root: Path) -> None:
+    """Class folders of JPEGs, as flow_from_directory reads them."""
+    make_classification(root / "photos", {"cats": 10, "dogs": 10}, (80, 60))
+
+
 FOLDERS: dict[str, Callable[[Path], None]] = {
+    "photos": _photos,
     "coco": _coco,
     "my_images": _my_images,
     "cityscapes": _cityscapes,

@@ -652,3 +652,61 @@ def test_every_reader_refuses_a_gzip_tfrecord_pack_it_cannot_index_when_made(wor
     streamed = packer.tf.dataset(work["gz"], batch_size=2, shuffle=False)  # the alternative
     images, masks = next(iter(streamed))
     assert images.shape == (2, 12, 16, 3) and masks.shape == (2, 12, 16)
+
+
+IDG_ELSEWHERE = {
+    "rescale": 'normalize="unit" on the reader',
+    "featurewise_center": 'normalize="dataset" on the reader',
+    "featurewise_std_normalization": 'normalize="dataset" on the reader',
+    "samplewise_center": "not in packer: normalise each image in the model",
+    "samplewise_std_normalization": "not in packer: normalise each image in the model",
+    "zca_whitening": "not in packer: whiten in the model",
+    "zca_epsilon": "not in packer: whiten in the model",
+    "validation_split": '--split train=0.8,val=0.2 (packer.pack(..., split=...)), then read split="val"',  # noqa: E501
+    "subset": 'PackedSequence(pack, split="val")',
+    "preprocessing_function": "apply it to whole batches: a layer at the model's input",
+    "data_format": 'packer.torch takes layout="NCHW"',
+    "dtype": "readers give uint8 images, float32 with normalize=...; cast in the model",
+    "interpolation_order": "bilinear for images and nearest for masks",
+    "target_size": "pack SRC --size WIDTHxHEIGHT",
+    "interpolation": "pack SRC --interpolation",
+    "color_mode": "packs hold RGB images",
+    "class_mode": "one_hot=True",
+    "batch_size": "PackedSequence(pack, split, batch_size)",
+    "shuffle": "PackedSequence(..., shuffle=True)",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(IDG_ELSEWHERE))
+def test_augment_given_an_image_data_generator_argument_says_where_it_goes(name):
+    """`packer.Augment(rescale=1/255)` and `Augment(validation_split=0.2)` were bare TypeErrors."""
+    with pytest.raises(TypeError) as refused:
+        packer.Augment(**{name: 1}, seed=0)
+    message = str(refused.value)
+    assert message.startswith(f"Augment takes no {name} (from ImageDataGenerator): ")
+    assert IDG_ELSEWHERE[name] in message and "\n" not in message
+
+
+def test_augment_takes_image_data_generator_names_it_has_and_spells_out_a_typo():
+    aug = packer.Augment(brightness_range=(0.8, 1.2), fill_mode="reflect", cval=3, seed=0)
+    assert aug.brightness_range == (0.8, 1.2) and aug.fill_mode == "reflect"
+    with pytest.raises(
+        TypeError, match="unexpected argument rotaton_range; did you mean rotation_range"
+    ):
+        packer.Augment(rotaton_range=10)
+
+
+def test_the_readme_shows_the_image_data_generator_user_the_way_in():
+    section = README.read_text().split("### From ImageDataGenerator to packer (Keras 3)")[1]
+    section = section.split("\n### ")[0]
+    for old, new in {
+        "flow_from_directory": "PackedSequence(pack, split, batch_size)",
+        "rescale=1/255": 'normalize="unit"',
+        "featurewise_std_normalization": 'normalize="dataset"',
+        "validation_split=0.2": "--split train=0.8,val=0.2",
+        "fit(workers=N)": "PackedSequence(..., workers=N)",
+        "preprocessing_function=f": "a layer at the model's input",
+    }.items():
+        row = next(line for line in section.splitlines() if line.startswith("|") and old in line)
+        assert new in row, row
+    assert "```sh\npack photos/" in section and "```python\nimport keras" in section
