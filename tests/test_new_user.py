@@ -1,6 +1,8 @@
 """What a new user hits (issue 13): mistakes without tracebacks, packs inside their source,
 folders of masks alone, dry runs that predict rejections, the default size, the Python API,
-lists, and the wording of messages and docs."""
+lists, and the wording of messages and docs; and in the first hour (issue 29): README blocks
+that did not run, a script without its `__main__` guard, readers that failed at the first
+batch, and the ImageDataGenerator user's arguments."""
 
 from __future__ import annotations
 
@@ -710,3 +712,42 @@ def test_the_readme_shows_the_image_data_generator_user_the_way_in():
         row = next(line for line in section.splitlines() if line.startswith("|") and old in line)
         assert new in row, row
     assert "```sh\npack photos/" in section and "```python\nimport keras" in section
+
+
+def _block(heading: str, first: str) -> str:
+    """The README block under `heading` whose first line starts with `first`."""
+    from tests.readme_blocks import runnable
+
+    found = [b for b in runnable(README) if b.heading == heading and b.first_line.startswith(first)]
+    assert len(found) == 1, (heading, first)
+    return found[0].code
+
+
+def test_the_readme_blocks_a_new_user_found_broken_are_fixed():
+    """What a new user met copying the README (tests/test_readme.py runs every block; this
+    names each finding): the Keras block's undefined model and `class_weight=weights` of a
+    segmentation pack, the augmentation block without imports and only for CUDA, the COCO
+    block writing one default folder twice, the VOC example's missing names file and `void`,
+    the S3 block's cache at the filesystem root."""
+    keras_block = _block("Use", "import keras")
+    assert keras_block.index("model = keras.Sequential(") < keras_block.index("model.compile(")
+    assert "classification_seq" not in keras_block
+    assert "\nmodel.fit(" not in keras_block.split("class_weights(")[1]
+    augment = _block("Augmentation, images and masks together", "import packer")
+    assert "import torch\n" in augment
+    assert 'device = "cuda" if torch.cuda.is_available() else "cpu"' in augment
+    assert 'augment_device="cuda"' not in augment
+    published = _block("Segmentation data as it is published: COCO, Cityscapes, ADE20K", "pack")
+    outputs = []
+    for line in published.splitlines():
+        args = line.split("#")[0].split()
+        fmt = args[args.index("--format") + 1] if "--format" in args else "npy"
+        out = args[args.index("--out") + 1] if "--out" in args else f"{args[1].rstrip('/')}-{fmt}"
+        outputs.append(out.rstrip("/"))
+    assert len(outputs) == 6 and len(set(outputs)) == 6, outputs  # no command refuses another's
+    classes = _block("Classes by name: ignore, rename, merge (every layout)", "pack camvid/")
+    assert "> voc/class_names.txt" in classes and "--ignore-class void" not in classes
+    scale = _block("Scale out: Ray, object storage", "import packer")
+    assert re.search(r'cache_dir="[^/"]', scale) and 'cache_dir="/' not in scale
+    cluster = _block("Scale out: Ray, object storage", "pack s3://")
+    assert "--address auto  # needs: cluster" in cluster and "--engine ray   #" in cluster
