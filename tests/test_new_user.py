@@ -599,7 +599,9 @@ class Noise(keras.utils.PyDataset):
         return np.zeros((2, 8, 8, 3), np.float32), np.zeros(2)
 
 
-seq = packer.keras.PackedSequence({packed!r}, batch_size=2, workers=2)
+ds = packer.pack({src!r}, out="again", size=(16, 12), workers=2)
+print("pack workers:", ds["train"].count, flush=True)
+seq = packer.keras.PackedSequence("again", batch_size=2, workers=2)
 print("packer's own workers:", seq[0][0].shape, flush=True)
 fast = packer.parallel(Noise(), workers=4)
 """
@@ -609,19 +611,21 @@ def test_packer_parallel_in_a_script_without_main_guard_stops_at_once_in_one_lin
     """The README's packer.parallel block run as a script without `if __name__ ==
     "__main__":` took 21 s and printed 5 tracebacks of workers that ran the script again. Now
     no worker starts: one line says why and what to write; PackedSequence's own workers,
-    which need nothing from the script, work without the guard."""
+    and the pack's, which need nothing from the script, work without the guard."""
     script = tmp_path / "train.py"
-    script.write_text(UNGUARDED_TRAINING.format(packed=str(work["packed"])))
+    script.write_text(UNGUARDED_TRAINING.format(src=str(work["src"])))
     env = {**os.environ, "PYTHONPATH": str(README.parent), "TF_CPP_MIN_LOG_LEVEL": "2"}
     done = subprocess.run(
         [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
         timeout=300,
     )  # fmt: skip
     assert done.returncode == 1
-    assert "packer's own workers: (2, 12, 16, 3)" in done.stdout
+    assert (
+        "pack workers: 6" in done.stdout and "packer's own workers: (2, 12, 16, 3)" in done.stdout
+    )
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("packer.reading.pipeline.WorkerError: packer's worker processes")
-    assert "import train.py" in last and "run its line 21 again" in last
+    assert "import train.py" in last and "run its line 23 again" in last
     assert 'under `if __name__ == "__main__":`' in last
     assert "bootstrapping" not in done.stderr and done.stderr.count("Traceback") == 1
     assert len((tmp_path / "runs.txt").read_text().split()) == 1  # no worker ran the script
