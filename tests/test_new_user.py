@@ -745,10 +745,12 @@ def test_the_readme_blocks_a_new_user_found_broken_are_fixed():
     outputs = []
     for line in published.splitlines():
         args = line.split("#")[0].split()
+        if args[:1] != ["pack"]:
+            continue
         fmt = args[args.index("--format") + 1] if "--format" in args else "npy"
         out = args[args.index("--out") + 1] if "--out" in args else f"{args[1].rstrip('/')}-{fmt}"
         outputs.append(out.rstrip("/"))
-    assert len(outputs) == 6 and len(set(outputs)) == 6, outputs  # no command refuses another's
+    assert len(outputs) >= 6 and len(set(outputs)) == len(outputs), outputs  # none refused
     classes = _block("Classes by name: ignore, rename, merge (every layout)", "pack camvid/")
     assert "> voc/class_names.txt" in classes and "--ignore-class void" not in classes
     scale = _block("Scale out: Ray, object storage", "import packer")
