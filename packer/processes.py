@@ -9,6 +9,7 @@ kernel to kill them when the parent dies, so a killed parent leaves no worker be
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import os
 import signal
@@ -16,6 +17,7 @@ import sys
 import threading
 import types
 from collections.abc import Iterator
+from pathlib import Path
 
 from .storage.local import libc
 
@@ -45,6 +47,44 @@ def main_hidden(hide: bool) -> Iterator[None]:
         yield
     finally:
         sys.modules["__main__"] = main
+
+
+def unguarded_main_line() -> int | None:
+    """The line of the main script running now at its top level outside an `if __name__ ==
+    "__main__":` block, which a spawned child importing the script would run again (and
+    start children of its own while it bootstraps); None when the running line is guarded,
+    or the main module is no script being run (an interactive session, a finished import)."""
+    main = sys.modules["__main__"]
+    path = getattr(main, "__file__", None)
+    frame = sys._current_frames().get(threading.main_thread().ident)
+    line = None
+    while frame is not None:  # the outermost frame of the script's own top-level code
+        if frame.f_code.co_name == "<module>" and frame.f_globals is vars(main):
+            line = frame.f_lineno
+        frame = frame.f_back
+    if line is None or not path:
+        return None
+    try:
+        tree = ast.parse(Path(path).read_text())
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return None
+    for node in tree.body:
+        if node.lineno <= line <= (node.end_lineno or node.lineno):
+            return None if _is_main_guard(node) else line
+    return None
+
+
+def _is_main_guard(node: ast.stmt) -> bool:
+    """Whether `node` is `if __name__ == "__main__":` (either way round)."""
+    if not isinstance(node, ast.If) or not isinstance(node.test, ast.Compare):
+        return False
+    test = node.test
+    if len(test.ops) != 1 or not isinstance(test.ops[0], ast.Eq):
+        return False
+    sides = [test.left, *test.comparators]
+    names = {s.id for s in sides if isinstance(s, ast.Name)}
+    values = {s.value for s in sides if isinstance(s, ast.Constant)}
+    return names == {"__name__"} and values == {"__main__"}
 
 
 def one_opencv_thread() -> None:

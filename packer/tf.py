@@ -38,6 +38,7 @@ import tensorflow as tf
 
 from .formats import tfrecord
 from .reading.dataset import Split, open_dataset
+from .reading.loader import check_augment_fits
 from .reading.options import (
     BATCH_SIZE,
     SPLIT,
@@ -162,8 +163,15 @@ def dataset(
     stream = o.stream
     if stream is None:
         stream = fmt == "tfrecord" and part.dataset.format_options.get("compression") == "gzip"
+    if not stream and not part.random_access:
+        raise ValueError(
+            f"{path}: stream=False reads by index, and a gzip-compressed tfrecord pack has no "
+            "random access: leave stream unset to stream it, or pack it without --compression"
+        )
     if stream and fmt != "tfrecord":
         raise ValueError(f"{path}: only tfrecord packs stream; this one is {fmt}")
+    if o.augment is not None:
+        check_augment_fits(o.augment, part.dataset, os.fspath(path))
     if o.augment is not None and stream:
         raise ValueError(
             "augment= needs random access (each sample's draw is keyed by its index); "

@@ -26,11 +26,29 @@ def device_of(name: Any) -> torch.device:
         device = torch.device(name)
     except (RuntimeError, TypeError) as error:
         raise ValueError(f"augment_device {name!r} is not a torch device ({error})") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
+    if device.type == "cpu":
+        return device
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(
+                f"augment_device={name!r}, but torch sees no CUDA device here (torch.cuda."
+                "is_available() is False); use augment_device=None to augment on the CPU"
+            )
+        count = torch.cuda.device_count()
+        if device.index is not None and device.index >= count:
+            raise ValueError(
+                f"augment_device={name!r}, but torch sees {count} CUDA device(s) here: "
+                f"use cuda:0 to cuda:{count - 1}, or augment_device=None to augment on the CPU"
+            )
+        return device
+    try:  # another kind (mps, xpu, ...): usable only where torch can put a tensor on it
+        torch.empty(1, device=device)
+    except Exception as error:
+        reason = (str(error).strip() or type(error).__name__).splitlines()[0].split(". ")[0]
         raise ValueError(
-            f"augment_device={name!r}, but torch sees no CUDA device here "
-            "(torch.cuda.is_available() is False); use augment_device=None to augment on the CPU"
-        )
+            f"augment_device={name!r} is a device torch cannot use here ({reason}); "
+            'use "cuda" on a GPU, or augment_device=None to augment on the CPU'
+        ) from None
     return device
 
 

@@ -1,6 +1,8 @@
 """What a new user hits (issue 13): mistakes without tracebacks, packs inside their source,
 folders of masks alone, dry runs that predict rejections, the default size, the Python API,
-lists, and the wording of messages and docs."""
+lists, and the wording of messages and docs; and in the first hour (issue 29): README blocks
+that did not run, a script without its `__main__` guard, readers that failed at the first
+batch, and the ImageDataGenerator user's arguments."""
 
 from __future__ import annotations
 
@@ -575,3 +577,183 @@ def test_the_readme_keras_loss_and_metric_train_a_conv_head_and_leave_ignore_pix
         miou.reset_state()
         miou.update_state(y_true, np.eye(len(ds.classes))[[0, 1, guess]][None])
         assert float(miou.result()) == pytest.approx(1.0)
+
+
+# -- issue 29: a new user's first hour -----------------------------------------------------------
+
+UNGUARDED_TRAINING = """
+import os
+import keras
+import numpy as np
+import packer
+
+with open("runs.txt", "a") as runs:  # every import of this script, workers' included
+    runs.write(f"{{os.getpid()}}\\n")
+
+
+class Noise(keras.utils.PyDataset):
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, index):
+        return np.zeros((2, 8, 8, 3), np.float32), np.zeros(2)
+
+
+ds = packer.pack({src!r}, out="again", size=(16, 12), workers=2)
+print("pack workers:", ds["train"].count, flush=True)
+seq = packer.keras.PackedSequence("again", batch_size=2, workers=2)
+print("packer's own workers:", seq[0][0].shape, flush=True)
+fast = packer.parallel(Noise(), workers=4)
+"""
+
+
+def test_packer_parallel_in_a_script_without_main_guard_stops_at_once_in_one_line(work, tmp_path):
+    """The README's packer.parallel block run as a script without `if __name__ ==
+    "__main__":` took 21 s and printed 5 tracebacks of workers that ran the script again. Now
+    no worker starts: one line says why and what to write; PackedSequence's own workers,
+    and the pack's, which need nothing from the script, work without the guard."""
+    script = tmp_path / "train.py"
+    script.write_text(UNGUARDED_TRAINING.format(src=str(work["src"])))
+    env = {**os.environ, "PYTHONPATH": str(README.parent), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    done = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert (
+        "pack workers: 6" in done.stdout and "packer's own workers: (2, 12, 16, 3)" in done.stdout
+    )
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("packer.reading.pipeline.WorkerError: packer's worker processes")
+    assert "import train.py" in last and "run its line 23 again" in last
+    assert 'under `if __name__ == "__main__":`' in last
+    assert "bootstrapping" not in done.stderr and done.stderr.count("Traceback") == 1
+    assert len((tmp_path / "runs.txt").read_text().split()) == 1  # no worker ran the script
+    block = re.search(
+        r"### Your own Sequence, in parallel\n+```python\n(.*?)```", README.read_text(), re.S
+    )[1]
+    assert 'if __name__ == "__main__":' in block and "packer.parallel(" in block
+
+
+def test_every_reader_refuses_a_gzip_tfrecord_pack_it_cannot_index_when_made(work):
+    """PackedSequence on a gzip TFRecord pack answered len() and failed at the first batch."""
+    import packer.keras
+    import packer.tf
+    import packer.torch
+
+    readers = {
+        "PackedSequence": lambda: packer.keras.PackedSequence(work["gz"], batch_size=2),
+        "PackedDataset": lambda: packer.torch.PackedDataset(work["gz"], batch_size=2),
+        "PackedIterable": lambda: packer.torch.PackedIterable(work["gz"], batch_size=2),
+    }
+    for name, make in readers.items():
+        with pytest.raises(PackError) as refused:
+            make()
+        message = str(refused.value)
+        assert "gzip-compressed TFRecord pack, which has no random access" in message, name
+        assert "packer.tf.dataset" in message and "without --compression gzip" in message
+        assert "\n" not in message
+    with pytest.raises(ValueError, match="leave stream unset to stream it"):
+        packer.tf.dataset(work["gz"], batch_size=2, stream=False)
+    streamed = packer.tf.dataset(work["gz"], batch_size=2, shuffle=False)  # the alternative
+    images, masks = next(iter(streamed))
+    assert images.shape == (2, 12, 16, 3) and masks.shape == (2, 12, 16)
+
+
+IDG_ELSEWHERE = {
+    "rescale": 'normalize="unit" on the reader',
+    "featurewise_center": 'normalize="dataset" on the reader',
+    "featurewise_std_normalization": 'normalize="dataset" on the reader',
+    "samplewise_center": "not in packer: normalise each image in the model",
+    "samplewise_std_normalization": "not in packer: normalise each image in the model",
+    "zca_whitening": "not in packer: whiten in the model",
+    "zca_epsilon": "not in packer: whiten in the model",
+    "validation_split": '--split train=0.8,val=0.2 (packer.pack(..., split=...)), then read split="val"',  # noqa: E501
+    "subset": 'PackedSequence(pack, split="val")',
+    "preprocessing_function": "apply it to whole batches: a layer at the model's input",
+    "data_format": 'packer.torch takes layout="NCHW"',
+    "dtype": "readers give uint8 images, float32 with normalize=...; cast in the model",
+    "interpolation_order": "bilinear for images and nearest for masks",
+    "target_size": "pack SRC --size WIDTHxHEIGHT",
+    "interpolation": "pack SRC --interpolation",
+    "color_mode": "packs hold RGB images",
+    "class_mode": "one_hot=True",
+    "batch_size": "PackedSequence(pack, split, batch_size)",
+    "shuffle": "PackedSequence(..., shuffle=True)",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(IDG_ELSEWHERE))
+def test_augment_given_an_image_data_generator_argument_says_where_it_goes(name):
+    """`packer.Augment(rescale=1/255)` and `Augment(validation_split=0.2)` were bare TypeErrors."""
+    with pytest.raises(TypeError) as refused:
+        packer.Augment(**{name: 1}, seed=0)
+    message = str(refused.value)
+    assert message.startswith(f"Augment takes no {name} (from ImageDataGenerator): ")
+    assert IDG_ELSEWHERE[name] in message and "\n" not in message
+
+
+def test_augment_takes_image_data_generator_names_it_has_and_spells_out_a_typo():
+    aug = packer.Augment(brightness_range=(0.8, 1.2), fill_mode="reflect", cval=3, seed=0)
+    assert aug.brightness_range == (0.8, 1.2) and aug.fill_mode == "reflect"
+    with pytest.raises(
+        TypeError, match="unexpected argument rotaton_range; did you mean rotation_range"
+    ):
+        packer.Augment(rotaton_range=10)
+
+
+def test_the_readme_shows_the_image_data_generator_user_the_way_in():
+    section = README.read_text().split("### From ImageDataGenerator to packer (Keras 3)")[1]
+    section = section.split("\n### ")[0]
+    for old, new in {
+        "flow_from_directory": "PackedSequence(pack, split, batch_size)",
+        "rescale=1/255": 'normalize="unit"',
+        "featurewise_std_normalization": 'normalize="dataset"',
+        "validation_split=0.2": "--split train=0.8,val=0.2",
+        "fit(workers=N)": "PackedSequence(..., workers=N)",
+        "preprocessing_function=f": "a layer at the model's input",
+    }.items():
+        row = next(line for line in section.splitlines() if line.startswith("|") and old in line)
+        assert new in row, row
+    assert "```sh\npack photos/" in section and "```python\nimport keras" in section
+
+
+def _block(heading: str, first: str) -> str:
+    """The README block under `heading` whose first line starts with `first`."""
+    from tests.readme_blocks import runnable
+
+    found = [b for b in runnable(README) if b.heading == heading and b.first_line.startswith(first)]
+    assert len(found) == 1, (heading, first)
+    return found[0].code
+
+
+def test_the_readme_blocks_a_new_user_found_broken_are_fixed():
+    """What a new user met copying the README (tests/test_readme.py runs every block; this
+    names each finding): the Keras block's undefined model and `class_weight=weights` of a
+    segmentation pack, the augmentation block without imports and only for CUDA, the COCO
+    block writing one default folder twice, the VOC example's missing names file and `void`,
+    the S3 block's cache at the filesystem root."""
+    keras_block = _block("Use", "import keras")
+    assert keras_block.index("model = keras.Sequential(") < keras_block.index("model.compile(")
+    assert "classification_seq" not in keras_block
+    assert "\nmodel.fit(" not in keras_block.split("class_weights(")[1]
+    augment = _block("Augmentation, images and masks together", "import packer")
+    assert "import torch\n" in augment
+    assert 'device = "cuda" if torch.cuda.is_available() else "cpu"' in augment
+    assert 'augment_device="cuda"' not in augment
+    published = _block("Segmentation data as it is published: COCO, Cityscapes, ADE20K", "pack")
+    outputs = []
+    for line in published.splitlines():
+        args = line.split("#")[0].split()
+        if args[:1] != ["pack"]:
+            continue
+        fmt = args[args.index("--format") + 1] if "--format" in args else "npy"
+        out = args[args.index("--out") + 1] if "--out" in args else f"{args[1].rstrip('/')}-{fmt}"
+        outputs.append(out.rstrip("/"))
+    assert len(outputs) >= 6 and len(set(outputs)) == len(outputs), outputs  # none refused
+    classes = _block("Classes by name: ignore, rename, merge (every layout)", "pack camvid/")
+    assert "> voc/class_names.txt" in classes and "--ignore-class void" not in classes
+    scale = _block("Scale out: Ray, object storage", "import packer")
+    assert re.search(r'cache_dir="[^/"]', scale) and 'cache_dir="/' not in scale
+    cluster = _block("Scale out: Ray, object storage", "pack s3://")
+    assert "--address auto  # needs: cluster" in cluster and "--engine ray   #" in cluster

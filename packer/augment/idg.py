@@ -68,3 +68,54 @@ def from_idg(
         cval=float(cval),
         ignore_index=ignore_index,
     )
+
+
+# ImageDataGenerator's (and flow_from_directory's) arguments that are no augmentation in
+# packer, and where each goes instead.
+ELSEWHERE = {
+    "rescale": 'normalize="unit" on the reader (images / 255), e.g. '
+    'PackedSequence(..., normalize="unit")',
+    "featurewise_center": 'normalize="dataset" on the reader: the pack\'s per-channel mean and '
+    "std, computed while packing (no fit() pass)",
+    "featurewise_std_normalization": 'normalize="dataset" on the reader: the pack\'s '
+    "per-channel mean and std, computed while packing (no fit() pass)",
+    "samplewise_center": "not in packer: normalise each image in the model (a layer at its "
+    'input), or use normalize="dataset" on the reader',
+    "samplewise_std_normalization": "not in packer: normalise each image in the model (a layer "
+    'at its input), or use normalize="dataset" on the reader',
+    "zca_whitening": "not in packer: whiten in the model (a fixed matrix computed once)",
+    "zca_epsilon": "not in packer: whiten in the model (a fixed matrix computed once)",
+    "validation_split": "pack with --split train=0.8,val=0.2 (packer.pack(..., split=...)), "
+    'then read split="val"',
+    "subset": 'the reader\'s split: PackedSequence(pack, split="val")',
+    "preprocessing_function": "apply it to whole batches: a layer at the model's input (e.g. "
+    "keras.applications' preprocess_input in a Lambda layer), or your own Sequence over a "
+    "PackedSequence, run in parallel by packer.parallel",
+    "data_format": "readers give channels-last [B,H,W,3]; packer.torch takes "
+    'layout="NCHW", or transpose in the model',
+    "dtype": "readers give uint8 images, float32 with normalize=...; cast in the model",
+    "interpolation_order": "the warp is bilinear for images and nearest for masks, always",
+    "target_size": "pack once at that size: pack SRC --size WIDTHxHEIGHT",
+    "interpolation": "pack SRC --interpolation (the resize happens once, at pack time)",
+    "color_mode": "packs hold RGB images",
+    "class_mode": "the reader's one_hot=True for categorical, class ids by default",
+    "batch_size": "the reader's: PackedSequence(pack, split, batch_size)",
+    "shuffle": "the reader's: PackedSequence(..., shuffle=True)",
+}
+
+
+def elsewhere(arguments: Mapping) -> TypeError:
+    """The error for arguments Augment does not take: where each of ImageDataGenerator's goes
+    in packer, or the nearest argument name for a misspelt one (one line)."""
+    import difflib
+    import inspect
+
+    from packer.augment.spec import Augment
+
+    name = sorted(arguments)[0]
+    if name in ELSEWHERE:
+        return TypeError(f"Augment takes no {name} (from ImageDataGenerator): {ELSEWHERE[name]}")
+    known = [p for p in inspect.signature(Augment).parameters if p != "imagedatagenerator"]
+    close = difflib.get_close_matches(name, [*known, *ELSEWHERE], n=1)
+    hint = f"; did you mean {close[0]}?" if close else f"; it takes {', '.join(known)}"
+    return TypeError(f"Augment got an unexpected argument {name}{hint}")

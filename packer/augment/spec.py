@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from packer.augment import idg
 from packer.augment.params import AugmentParams, draw
 
 FILL_MODES = ("constant", "nearest", "reflect", "wrap")
@@ -86,6 +87,8 @@ class Augment:
     Differences from ImageDataGenerator: ``width_shift_range`` moves columns and
     ``height_shift_range`` rows (Keras 3's legacy code swaps them), rotation is about the
     true centre of non-square images, and ``wrap`` is periodic (scipy's "grid-wrap").
+    ImageDataGenerator's other arguments (``rescale``, ``validation_split``,
+    ``featurewise_center``...) are refused with where each goes in packer (`idg.ELSEWHERE`).
     """
 
     def __init__(
@@ -107,7 +110,10 @@ class Augment:
         ignore_index: int = 255,
         min_visibility: float = 0.0,
         min_box_size: float = 0.0,
+        **imagedatagenerator: Any,
     ) -> None:
+        if imagedatagenerator:  # ImageDataGenerator's other arguments: say where they go
+            raise idg.elsewhere(imagedatagenerator)
         self.rotation_range = _number("rotation_range", rotation_range)
         self.width_shift_range = width_shift_range
         self.height_shift_range = height_shift_range

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..errors import ManifestError
 from ..schema import record_bytes
 from .dataset import PackedDataset, Split
 from .options import (
@@ -35,7 +36,7 @@ from .transforms import BatchTransform
 if TYPE_CHECKING:
     from typing import Unpack
 
-    from ..augment import AugmentParams
+    from ..augment import Augment, AugmentParams
 
 LOADER_OPTIONS = options_of(LoaderOptions)
 
@@ -73,6 +74,14 @@ class Loader:
         self.augment = o.augment
         self._split: Split | None = None
         dataset = self.split.dataset
+        if not self.split.random_access:
+            raise ManifestError(
+                f"{self.path} is a gzip-compressed TFRecord pack, which has no random access, "
+                "and this reader reads batches by index: read it with packer.tf.dataset (it "
+                "streams), or pack it again without --compression gzip, or as npy"
+            )
+        if o.augment is not None:
+            check_augment_fits(o.augment, dataset, self.path)
         record = record_bytes(dataset.fields)
         shuffle = o.shuffle
         if shuffle is True:
@@ -200,3 +209,15 @@ class Loader:
 
 with_signature(Loader.__init__, LOADER_OPTIONS)
 documented(Loader, LOADER_OPTIONS)
+
+
+def check_augment_fits(augment: Augment, dataset: PackedDataset, path: str) -> None:
+    """Refuse now, not at the first batch, an augmentation whose crop exceeds the images."""
+    height, width = dataset.image_shape[:2]
+    try:
+        augment.output_hw((height, width))
+    except ValueError as error:
+        raise ValueError(
+            f"{error} of {path}: crop at most {height}x{width} (height x width), or pack larger "
+            "images (--size)"
+        ) from None

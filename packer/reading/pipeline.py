@@ -12,6 +12,7 @@ import collections
 import multiprocessing
 import os
 import pickle
+import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterator
@@ -19,7 +20,7 @@ from multiprocessing import connection
 from typing import Any
 
 from ..errors import PackError
-from ..processes import main_hidden, start_method
+from ..processes import main_hidden, start_method, unguarded_main_line
 from .pipeline_worker import build, main_importable, shutdown, work
 from .ring import Ring, SharedFd
 
@@ -54,7 +55,8 @@ class Pipeline:
     pipeline in a long-lived thread, normally the main one), or else at the next message
     once the parent is gone. With the spawn start method a script whose producer is defined
     in `__main__` is imported by every worker, so it needs the `if __name__ == "__main__":`
-    guard, as with any spawned pool.
+    guard, as with any spawned pool: without one the pipeline is refused before any worker
+    starts (the workers would run the script again and fail while starting).
     """
 
     def __init__(
@@ -74,6 +76,10 @@ class Pipeline:
         self.length = length
         self.ahead = max(1, max_queue_size or 2 * workers)
         self.start_method = start or start_method()
+        needs_main = b"__main__" in payload  # pickled by reference to the main script
+        spawned = self.start_method != "fork"
+        if needs_main and spawned:
+            _check_main_guard(self.start_method)
         self._lock = threading.Condition(threading.RLock())
         self.holds = self.ahead + _RESERVE  # batches held as zero-copy views; then copies
         self._ring = Ring.anonymous(self.ahead + self.holds, "packer-slot")
@@ -88,18 +94,13 @@ class Pipeline:
         self._broken: WorkerError | None = None
         self._gen = 0
         context = multiprocessing.get_context(self.start_method)
-        deathsig = threading.current_thread() is threading.main_thread()
+        # a forkserver's children have the server as parent: they stop when their pipe closes
+        in_main = threading.current_thread() is threading.main_thread()
+        deathsig = in_main and self.start_method != "forkserver"
         shared = [SharedFd(memory.fd) for memory in self._ring.memory]
         self._conns: list[connection.Connection] = []
         self._processes: list[multiprocessing.process.BaseProcess] = []
         self._finalizer = weakref.finalize(self, shutdown, self._processes, self._conns, self._ring)
-        needs_main = b"__main__" in payload  # pickled by reference to the main script
-        if needs_main and self.start_method != "fork" and not main_importable():
-            raise TypeError(
-                "produce uses code defined in an interactive session, which spawned workers "
-                "cannot import: define it in a module (a .py file) and import it from there"
-            )
-        spawned = self.start_method != "fork"
         hide_main = spawned and not needs_main
         with main_hidden(hide_main):
             for number in range(workers):
@@ -315,6 +316,25 @@ class Pipeline:
         if self._ring.viewed() >= self.holds:  # the caller keeps batches: copies, slot freed
             return build(spec, self._ring.copies(slot, layout))
         return build(spec, self._ring.views(slot, layout))
+
+
+def _check_main_guard(method: str) -> None:
+    """Refuse, before any worker starts, what would make every worker fail: workers that must
+    import the main script (the producer is defined in it) can do so only when it is a file
+    and when importing it does not start them again."""
+    if not main_importable():
+        raise TypeError(
+            "produce uses code defined in an interactive session, which spawned workers "
+            "cannot import: define it in a module (a .py file) and import it from there"
+        )
+    line = unguarded_main_line()
+    if line is not None:
+        script = os.path.basename(sys.modules["__main__"].__file__ or "the script")
+        raise WorkerError(
+            f"packer's worker processes ({method}) import {script} to find what it defines, "
+            f"which would run its line {line} again in each of them: put the code that starts "
+            'them under `if __name__ == "__main__":` at the end of the script'
+        )
 
 
 def asking_threads(ahead: int) -> dict:
