@@ -56,3 +56,20 @@ def test_without_cuda_dataloader_batches_come_through_unpinned_slots(tmp_path):
     packer.torch.pin_slots(False)
     assert handoff._current_pinner() is None
     packer.torch.pin_slots(True)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_with_cuda_batches_arrive_pinned_in_registered_slots_and_match(tmp_path):
+    src = make_segmentation(tmp_path / "src", {"train": 24}, size=(64, 48))
+    packer.pack(src, out=tmp_path / "pack", format="npy", workers=1)
+    packer.torch.pin_slots(True)
+    dataset = packer.torch.PackedDataset(tmp_path / "pack", "train", batch_size=4)
+    loader = DataLoader(dataset, batch_size=None, num_workers=2, pin_memory=True)
+    expected = [images for images, _ in packer.torch.PackedDataset(tmp_path / "pack", "train", 4)]
+    got = []
+    for images, _ in loader:
+        assert images.is_pinned()
+        got.append(images.to("cuda", non_blocking=True))
+    pinner = handoff._current_pinner()
+    assert pinner is not None and pinner.working and pinner.registered
+    assert all(torch.equal(a.cpu(), b) for a, b in zip(got, expected, strict=True))
