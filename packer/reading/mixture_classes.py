@@ -54,7 +54,7 @@ def reconcile(task: str, packs: list[dict], labels: list[str], maps: list) -> Re
                 f"has not (its classes: {', '.join(names[:20])})"
             )
         named.append([(mapping or {}).get(n, n) for n in names])
-    if not any(maps):
+    if all(m is None for m in maps):
         if all(n == named[0] for n in named):
             return Reconciled(
                 _table(packs[0], named[0]), _ignore(task, packs[0]), [None] * len(packs)
