@@ -68,7 +68,7 @@ def test_masks_are_reconciled_by_name_through_a_read_time_class_map(seg):
 def test_labels_are_reconciled_by_name_and_unmapped_names_join_the_classes(root):
     animals = cls_pack(root, {"cats": 3, "dogs": 3, "owls": 2}, seed=0)
     others = cls_pack(root, {"dogs": 2, "foxes": 3}, seed=1)
-    with pytest.raises(MixtureError, match="classes differ.*cats, foxes, owls.*class_map") as e:
+    with pytest.raises(MixtureError, match=r"classes differ.*cats, foxes, owls.*class_map") as e:
         packer.Mixture([packer.Stream(animals), packer.Stream(others)]).open()
     assert "\n" not in str(e.value)
     mix = packer.Mixture([packer.Stream(animals), packer.Stream(others, class_map={})])
@@ -109,7 +109,7 @@ def test_a_class_map_file_works_as_a_mapping(seg, tmp_path):
 def test_packs_of_other_tasks_or_sizes_are_refused_naming_both(root, seg):
     plain, _ = seg
     animals = cls_pack(root, {"cats": 2, "dogs": 2}, seed=2)
-    with pytest.raises(MixtureError, match="different tasks.*segmentation.*classification"):
+    with pytest.raises(MixtureError, match=r"different tasks.*segmentation.*classification"):
         packer.Mixture([packer.Stream(plain), packer.Stream(animals)]).open()
     other_size = root / "other-size"
     src = packer.open(plain).manifest["source"]["root"]
