@@ -1,11 +1,11 @@
 """A mixture's epochs as plans: how many draws each pack gets, and the epoch's order of them.
 
-Each draw is named by one integer, its id: `repeat * total + offset[pack] + sample`, where
-`repeat` counts the pack's repeats from the first one this epoch touches. Ids are unique within
-an epoch (a repeat draws each sample once), so the sampler's machinery (rank parts, positions,
-resume) and the augmentation draw (keyed by id) work on them as on one pack's sample indices,
-and sorting a batch's ids groups its rows by pack and sample, so each pack's rows are one
-ascending run that its reader fills directly.
+Each draw is named by one integer, its id: `(offset[pack] + sample) * repeats + repeat`, where
+`repeat` counts the pack's repeats from the first one this epoch touches (fewer than `repeats`).
+Ids are unique within an epoch (a repeat draws each sample once), so the sampler's machinery
+(rank parts, positions, resume) and the augmentation draw (keyed by id) work on them as on one
+pack's sample indices, and sorting a batch's ids sorts its rows by pack and then sample, so each
+pack's rows are one run in ascending sample order, which its reader fills directly in one call.
 
 A pack's draws over the epochs are one endless stream of repeats, each a new permutation of its
 samples keyed by (seed, pack, repeat): epoch e takes draws e*d .. (e+1)*d-1 of it, so repeat=1
@@ -146,8 +146,9 @@ class Plan:
 
     def __post_init__(self) -> None:
         self.offsets = np.cumsum([0, *self.sizes]).astype(np.int64)
-        self.total = int(self.offsets[-1])
         self.count = int(sum(self.draws))
+        # an epoch touches at most ceil(d/n) + 1 repeats of a pack (it may start mid-repeat)
+        self.repeats = max(-(-d // n) + 1 for n, d in zip(self.sizes, self.draws, strict=True))
 
     def __getstate__(self) -> dict:
         return {"sizes": self.sizes, "draws": self.draws}
@@ -191,10 +192,10 @@ class Plan:
         )
         samples = rows.reshape(-1)[start - first * n : start - first * n + d]
         repeat = (np.arange(d) + (start - first * n)) // n
-        return repeat * self.total + self.offsets[k] + samples
+        return (self.offsets[k] + samples) * self.repeats + repeat
 
     def locate(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(repeat, pack, sample) of each id."""
-        repeat, rest = np.divmod(np.asarray(ids, np.int64), self.total)
-        pack = np.searchsorted(self.offsets, rest, side="right") - 1
-        return repeat, pack, rest - self.offsets[pack]
+        whole, repeat = np.divmod(np.asarray(ids, np.int64), self.repeats)
+        pack = np.searchsorted(self.offsets, whole, side="right") - 1
+        return repeat, pack, whole - self.offsets[pack]

@@ -2,9 +2,10 @@
 the plan's ids (see mixture_plan), so `Loader` and every adapter read it as they read a pack.
 
 The packs must agree on what a sample is (task, image size, fields) or are refused in one line;
-their classes are reconciled (mixture_classes). A batch's ids, sorted, fall into one ascending
-run per (repeat, pack): each run is read by that pack's own `BatchReader` straight into its rows
-of the batch (no extra copy), then its class ids are looked up where its table differs.
+their classes are reconciled (mixture_classes). A batch's ids, sorted, fall into one run per pack
+in ascending sample order: each run is read by that pack's own `BatchReader` in one call straight
+into its rows of the batch (no extra copy), then its class ids are looked up where its table
+differs.
 """
 
 from __future__ import annotations
@@ -199,9 +200,8 @@ class MixedReader:
             raise IndexError(f"a mixture's ids are >= 0, got {order[0]}")
         if out is None:
             out = self.buffers.take(len(order))
-        repeat, pack, sample = self.plan.locate(order)
-        group = repeat * len(self.split.parts) + pack
-        cuts = [0, *(np.flatnonzero(np.diff(group)) + 1).tolist(), len(order)]
+        _, pack, sample = self.plan.locate(order)
+        cuts = [0, *(np.flatnonzero(np.diff(pack)) + 1).tolist(), len(order)]
         for start, stop in itertools.pairwise(cuts):
             k = int(pack[start])
             rows = {name: array[start:stop] for name, array in out.items()}
