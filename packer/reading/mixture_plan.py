@@ -27,6 +27,7 @@ import numpy as np
 from ..errors import MixtureError
 
 _CACHED = 4  # epoch plans kept: parallel readers may straddle an epoch boundary
+_LOOPED_REPEATS = 16  # repeats per epoch up to which each is its own NumPy permutation
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
@@ -39,9 +40,15 @@ def _mix64(x: np.ndarray) -> np.ndarray:
         return x ^ (x >> np.uint64(31))
 
 
-def permutations(seed: int, pack: int, repeats: np.ndarray, size: int) -> np.ndarray:
+def permutations(seed: int, pack: int, repeats: np.ndarray, size: int, many: bool) -> np.ndarray:
     """Row r: the permutation of `size` samples of repeat `repeats[r]` of pack `pack`, a pure
-    function of (seed, pack, repeat), so a repeat split across two epochs is one order."""
+    function of (seed, pack, repeat), so a repeat split across two epochs is one order. A pack
+    whose epochs touch `many` repeats (a small pack upsampled) has them all made at once from
+    hashed keys; others one by one by NumPy's permutation (5x faster per sample)."""
+    if not many:
+        return np.stack(
+            [np.random.default_rng([seed % 2**63, pack, int(r)]).permutation(size) for r in repeats]
+        )
     base = _mix64(_mix64(np.uint64(seed % 2**64)) ^ np.uint64(pack))
     rows = _mix64(base ^ np.asarray(repeats, np.uint64))
     keys = _mix64(rows[:, None] ^ np.arange(size, dtype=np.uint64)[None, :])
@@ -186,7 +193,7 @@ class Plan:
         first, last = start // n, (start + d - 1) // n
         repeats = np.arange(first, last + 1)
         rows = (
-            permutations(seed, k, repeats, n)
+            permutations(seed, k, repeats, n, -(-d // n) + 1 > _LOOPED_REPEATS)
             if shuffled
             else np.broadcast_to(np.arange(n), (len(repeats), n))
         )
