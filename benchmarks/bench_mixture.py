@@ -6,15 +6,16 @@ side in one run (synthetic 480x352 segmentation npy packs, shuffled uint8 batche
   packer.torch, workers N DataLoader(batch_size=None), N = 0, 2
 
 The mixture takes each of its packs (half, a third and a sixth of the samples) once per epoch,
-so both read the same number of samples of the same size per epoch. Rounds alternate the two
-sources reader by reader; the cost ratio (one pack's rate / the mixture's) is paired within
-each round and its median and range reported. Then what a mixture's resume costs: a fresh
-reader's construction and first batch against a reader of another layout loading a mid-epoch
-state (saved by 2 ranks with batches of 8) before its first batch; and how long the plan of a
-large mixture's epoch takes to make (every fresh or resumed reader makes it once per epoch).
-Shard files are read right before each measurement (warm page cache).
+so both read the same number of samples of the same size per epoch. Reader by reader, the two
+sources read an epoch each in turn; the cost ratio (the mixture's time per sample / the
+pack's) is paired within each turn and its median and quartiles reported. Then what a
+mixture's resume costs: a fresh reader's construction and first batch against a reader of
+another layout loading a mid-epoch state (saved by 2 ranks with batches of 8) before its first
+batch; and how long the plan of a large mixture's epoch takes to make (every fresh or resumed
+reader makes it once per epoch). Shard files are read once before each reader's turns (warm
+page cache).
 
-    python benchmarks/bench_mixture.py [--samples 300] [--seconds 2] [--rounds 5]
+    python benchmarks/bench_mixture.py [--samples 300] [--batch-size 16] [--pairs 30]
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import os
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -71,82 +72,79 @@ def warm(source) -> None:
                 pass
 
 
-def endless(epoch: Callable[[int], Iterator]) -> Iterator[int]:
-    """Batch sizes of epoch after epoch (the epoch number goes to `epoch`)."""
-    number = 0
-    while True:
-        for images, _ in epoch(number):
-            yield len(images)
-        number += 1
-
-
-def readers(source, batch: int) -> dict[str, Iterator[int]]:
-    """Every reader over `source` (a pack's path or a Mixture), as endless batch streams."""
+def epochs(source, batch: int) -> dict[str, Callable[[], int]]:
+    """Every reader over `source` (a pack's path or a Mixture): a call reads its next epoch
+    whole and returns the samples read."""
     seq = PackedSequence(source, "train", batch, shuffle="global", seed=0)
 
-    def sequence(epoch: int) -> Iterator:
+    def sequence() -> int:
         seq.on_epoch_end()
-        return (seq[i] for i in range(len(seq)))
+        return sum(len(seq[i][0]) for i in range(len(seq)))
 
     per_epoch = packer.tf.dataset(source, "train", batch, seed=0)
 
-    def torch_reader(workers: int) -> Iterator[int]:
+    def tf_epoch() -> int:
+        return sum(len(images) for images, _ in per_epoch)
+
+    def torch_reader(workers: int) -> Callable[[], int]:
         ds = PackedDataset(source, "train", batch, shuffle="global", seed=0, target_dtype="uint8")
         loader = DataLoader(ds, batch_size=None, num_workers=workers,
                             persistent_workers=workers > 0)  # fmt: skip
+        state = {"epoch": 0}
 
-        def epoch(number: int) -> Iterator:
-            ds.set_epoch(number)
-            return iter(loader)
+        def epoch() -> int:
+            ds.set_epoch(state["epoch"])
+            state["epoch"] += 1
+            return sum(len(images) for images, _ in loader)
 
-        return endless(epoch)
+        return epoch
 
     return {
-        "PackedSequence": endless(sequence),
-        "packer.tf.dataset": endless(lambda _: iter(per_epoch)),
+        "PackedSequence": sequence,
+        "packer.tf.dataset": tf_epoch,
         "packer.torch, workers 0": torch_reader(0),
         "packer.torch, workers 2": torch_reader(2),
     }
 
 
-def rate(batches: Iterator[int], seconds: float) -> float:
-    """Images per second over `seconds`, after two warm-up batches."""
-    next(batches), next(batches)
-    done, start = 0, time.perf_counter()
-    while (elapsed := time.perf_counter() - start) < seconds:
-        done += next(batches)
-    return done / elapsed
+def timed(epoch: Callable[[], int]) -> float:
+    """Seconds per sample of one epoch."""
+    start = time.perf_counter()
+    done = epoch()
+    return (time.perf_counter() - start) / done
 
 
-def first_batch_ms(source, batch: int, state: dict | None, repeats: int = 15) -> float:
-    """Median ms from constructing a PackedSequence (loading `state` if given) to holding its
-    first batch."""
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        seq = PackedSequence(source, "train", batch, shuffle="global", seed=0)
-        if state is not None:
-            seq.load_state_dict(state)
-        seq[0]
-        times.append(time.perf_counter() - start)
-    return 1000 * statistics.median(times)
+def first_batch_s(source, batch: int, state: dict | None) -> tuple[float, float]:
+    """Seconds from constructing a PackedSequence to holding its first batch, and of those
+    the seconds `load_state_dict(state)` took (0 without a state)."""
+    start = time.perf_counter()
+    seq = PackedSequence(source, "train", batch, shuffle="global", seed=0)
+    loading = time.perf_counter()
+    if state is not None:
+        seq.load_state_dict(state)
+    loaded = time.perf_counter()
+    seq[0]
+    return time.perf_counter() - start, loaded - loading
 
 
-def resume_costs(single: Path, mix: packer.Mixture, batch: int) -> dict[str, float]:
-    """First-batch ms: a fresh one-pack reader, a fresh mixture reader, a resumed mixture."""
+def resume_costs(single: Path, mix: packer.Mixture, batch: int, pairs: int) -> dict:
+    """Medians over `pairs` turns: first-batch seconds of a fresh one-pack reader, a fresh
+    mixture reader and a mixture resumed in another layout, and the resume itself
+    (`load_state_dict`) as a share of the fresh mixture reader's first batch."""
     saver = PackedSequence(mix, "train", 8, shuffle="global", seed=0, rank=1, world_size=2)
     state = saver.state_dict(batches=len(saver) // 2)
     warm(single), warm(mix)
-    costs: dict[str, list[float]] = {
-        "pack, fresh": [],
-        "mixture, fresh": [],
-        "mixture, resumed": [],
-    }
-    for _ in range(3):
-        costs["pack, fresh"].append(first_batch_ms(single, batch, None))
-        costs["mixture, fresh"].append(first_batch_ms(mix, batch, None))
-        costs["mixture, resumed"].append(first_batch_ms(mix, batch, state))
-    return {name: statistics.median(values) for name, values in costs.items()}
+    names = ("pack, fresh", "mixture, fresh", "mixture, resumed", "resume alone")
+    costs: dict[str, list[float]] = {name: [] for name in names}
+    for _ in range(pairs):
+        costs["pack, fresh"].append(first_batch_s(single, batch, None)[0])
+        costs["mixture, fresh"].append(first_batch_s(mix, batch, None)[0])
+        whole, resume = first_batch_s(mix, batch, state)
+        costs["mixture, resumed"].append(whole)
+        costs["resume alone"].append(resume)
+    shares = [r / f for r, f in zip(costs["resume alone"], costs["mixture, fresh"], strict=True)]
+    medians = {name: statistics.median(v) for name, v in costs.items()}
+    return medians | {"share": statistics.median(shares)}
 
 
 def plan_ms(sizes: list[int], shares: list[float]) -> float:
@@ -164,43 +162,46 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=300, help="train samples in all")
     parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--seconds", type=float, default=2.0, help="per reader per round")
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--pairs", type=int, default=30, help="epochs of each, in turn")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         single, mix = make_packs(Path(tmp), args.samples)
         sources = {"pack": single, "mixture": mix}
-        streams = {name: readers(source, args.batch_size) for name, source in sources.items()}
-        ratios: dict[str, list[float]] = {reader: [] for reader in streams["pack"]}
-        rates: dict[str, dict[str, list[float]]] = {n: {r: [] for r in ratios} for n in sources}
-        for _ in range(args.rounds):
-            for reader in ratios:
-                measured = {}
-                for name, source in sources.items():
-                    warm(source)
-                    measured[name] = rate(streams[name][reader], args.seconds)
-                    rates[name][reader].append(measured[name])
-                ratios[reader].append(measured["pack"] / measured["mixture"])
-        costs = resume_costs(single, mix, args.batch_size)
+        readers = {name: epochs(source, args.batch_size) for name, source in sources.items()}
+        costs: dict[str, dict[str, list[float]]] = {
+            reader: {"pack": [], "mixture": []} for reader in readers["pack"]
+        }
+        for reader, measured in costs.items():
+            for name, source in sources.items():
+                warm(source)
+                readers[name][reader]()  # one epoch first: start-up, workers, graphs
+            for _ in range(args.pairs):
+                for name in sources:
+                    measured[name].append(timed(readers[name][reader]))
+        first = resume_costs(single, mix, args.batch_size, args.pairs)
     sizes = [1_000_000, 300_000, 50_000]
-    report(args, rates, ratios, costs, sizes, plan_ms(sizes, [0.6, 0.3, 0.1]))
+    report(args, costs, first, sizes, plan_ms(sizes, [0.6, 0.3, 0.1]))
 
 
-def report(args, rates, ratios, costs, sizes, plan) -> None:
+def report(args, costs, first, sizes, plan) -> None:
     print(f"\n{os.cpu_count()} CPUs, torch {torch.__version__}; {args.samples} train samples "
           f"{SIZE[0]}x{SIZE[1]} in one pack or three ({'+'.join(map(str, SHARES))} sixths), "
-          f"batch {args.batch_size}, median of {args.rounds} rounds x {args.seconds:g} s, warm "
-          "page cache\n")  # fmt: skip
-    print("| reader | one pack img/s | mixture img/s | mixture cost / one pack (range) | target |")
-    print("|---|---:|---:|---:|---:|")
-    for reader, values in ratios.items():
-        pack, mixed = (statistics.median(rates[n][reader]) for n in ("pack", "mixture"))
-        print(f"| {reader} | {pack:,.0f} | {mixed:,.0f} | {statistics.median(values):.3f} "
-              f"({min(values):.2f}-{max(values):.2f}) | <= 1.05 |")  # fmt: skip
+          f"batch {args.batch_size}, {args.pairs} epochs each in turn, warm cache\n")  # fmt: skip
+    print("| reader | one pack img/s | mixture img/s | mixture cost / one pack (quartiles) "
+          "| target |\n|---|---:|---:|---:|---:|")  # fmt: skip
+    for reader, measured in costs.items():
+        ratios = sorted(m / p for p, m in zip(measured["pack"], measured["mixture"], strict=True))
+        q1, q2, q3 = statistics.quantiles(ratios, n=4)
+        pack, mixed = (1 / statistics.median(measured[n]) for n in ("pack", "mixture"))
+        print(f"| {reader} | {pack:,.0f} | {mixed:,.0f} | {q2:.3f} ({q1:.2f}-{q3:.2f}) "
+              "| <= 1.05 |")  # fmt: skip
     print("\n| first batch | ms | / mixture, fresh |\n|---|---:|---:|")
-    for name, value in costs.items():
-        print(f"| {name} | {value:.1f} | {value / costs['mixture, fresh']:.2f} |")
-    print(f"\nplan of one epoch of {sum(sizes):,} draws ({' + '.join(f'{s:,}' for s in sizes)} "
+    for name in ("pack, fresh", "mixture, fresh", "mixture, resumed", "resume alone"):
+        ms, share = 1000 * first[name], first[name] / first["mixture, fresh"]
+        print(f"| {name} | {ms:.2f} | {share:.2f} |")
+    print(f"\nthe resume (load_state_dict) / a fresh mixture reader's first batch, paired: "
+          f"{first['share']:.2f} (target <= 1)")  # fmt: skip
+    print(f"plan of one epoch of {sum(sizes):,} draws ({' + '.join(f'{s:,}' for s in sizes)} "
           f"samples at 0.6/0.3/0.1): {plan:.0f} ms")  # fmt: skip
 
 

@@ -57,7 +57,7 @@ def test_ranks_get_equal_batches_and_together_the_epoch(packs, mix):
 def test_keras_tf_and_torch_read_the_same_batches_of_a_mixture(mix):
     import packer.tf
     from packer.keras import PackedSequence
-    from packer.torch import PackedDataset
+    from packer.torch import PackedDataset, PackedIterable
 
     loader = Loader(mix, "train", 8, seed=SEED, one_hot=True)
     expected = [loader.batch(b) for b in range(len(loader))]
@@ -66,8 +66,12 @@ def test_keras_tf_and_torch_read_the_same_batches_of_a_mixture(mix):
     torch_ds = PackedDataset(mix, "train", 8, seed=SEED, one_hot=True)
     torch_batches = list(DataLoader(torch_ds, batch_size=None, num_workers=1))
     tf_batches = [(x.numpy(), y.numpy()) for x, y in tfds]
+    iterable = PackedIterable(mix, "train", 8, seed=SEED, one_hot=True)  # "windows" by default
+    streamed = list(DataLoader(iterable, batch_size=None, num_workers=2))
+    assert len(streamed) == len(expected) == len(tf_batches)
     for b, (images, targets) in enumerate(expected):
-        for got in (seq[b], tf_batches[b], [t.numpy() for t in torch_batches[b]]):
+        torch_ones = [[t.numpy() for t in torch_batches[b]], [t.numpy() for t in streamed[b]]]
+        for got in (seq[b], tf_batches[b], *torch_ones):
             assert np.array_equal(got[0], images)
             assert np.array_equal(got[1], targets)
 
