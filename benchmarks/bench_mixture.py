@@ -6,7 +6,8 @@ side in one run (synthetic 480x352 segmentation npy packs, shuffled uint8 batche
   packer.torch, workers N DataLoader(batch_size=None), N = 0, 2
 
 The mixture takes each of its packs (half, a third and a sixth of the samples) once per epoch,
-so both read the same number of samples of the same size per epoch. Reader by reader, the two
+so both read the same number of samples of the same size per epoch, from as many shards of
+the same size. Reader by reader, the two
 sources read an epoch each in turn; the cost ratio (the mixture's time per sample / the
 pack's) is paired within each turn and its median and quartiles reported. Then what a
 mixture's resume costs: a fresh reader's construction and first batch against a reader of
@@ -16,6 +17,7 @@ reader makes it once per epoch). Shard files are read once before each reader's 
 page cache).
 
     python benchmarks/bench_mixture.py [--samples 300] [--batch-size 16] [--pairs 30]
+                                      [--shard-records 25]
 """
 
 from __future__ import annotations
@@ -45,12 +47,14 @@ SIZE = (480, 352)  # W x H
 SHARES = (3, 2, 1)  # the three packs' sizes, in sixths of the total
 
 
-def make_packs(root: Path, total: int) -> tuple[Path, packer.Mixture]:
-    """One pack of `total` samples, and a mixture of three packs of as many in all."""
+def make_packs(root: Path, total: int, shard_records: int) -> tuple[Path, packer.Mixture]:
+    """One pack of `total` samples, and a mixture of three packs of as many in all, all in
+    shards of `shard_records` samples (so both have as many shards, as large)."""
+    shard_size = shard_records * SIZE[0] * SIZE[1] * 4  # image + uint8 mask
 
     def one(name: str, count: int, seed: int) -> Path:
         src = make_segmentation(root / f"src-{name}", {"train": count}, SIZE, seed, ".jpg")
-        return packer.pack(src, out=root / name, size=SIZE, workers=2).root
+        return packer.pack(src, out=root / name, size=SIZE, workers=2, shard_size=shard_size).root
 
     single = one("single", total, 0)
     counts = [total * s // sum(SHARES) for s in SHARES]
@@ -163,9 +167,13 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=300, help="train samples in all")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--pairs", type=int, default=30, help="epochs of each, in turn")
+    parser.add_argument(
+        "--shard-records", type=int, default=25, help="samples per shard (a large pack's batch "
+        "touches as many shards as samples: 25 makes a batch of 16 touch about 9 of 12)"
+    )  # fmt: skip
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        single, mix = make_packs(Path(tmp), args.samples)
+        single, mix = make_packs(Path(tmp), args.samples, args.shard_records)
         sources = {"pack": single, "mixture": mix}
         readers = {name: epochs(source, args.batch_size) for name, source in sources.items()}
         costs: dict[str, dict[str, list[float]]] = {
@@ -186,7 +194,8 @@ def main() -> None:
 def report(args, costs, first, sizes, plan) -> None:
     print(f"\n{os.cpu_count()} CPUs, torch {torch.__version__}; {args.samples} train samples "
           f"{SIZE[0]}x{SIZE[1]} in one pack or three ({'+'.join(map(str, SHARES))} sixths), "
-          f"batch {args.batch_size}, {args.pairs} epochs each in turn, warm cache\n")  # fmt: skip
+          f"shards of {args.shard_records}, batch {args.batch_size}, {args.pairs} epochs each "
+          "in turn, warm cache\n")  # fmt: skip
     print("| reader | one pack img/s | mixture img/s | mixture cost / one pack (quartiles) "
           "| target |\n|---|---:|---:|---:|---:|")  # fmt: skip
     for reader, measured in costs.items():

@@ -144,3 +144,35 @@ def test_a_state_of_another_mixture_or_of_a_pack_is_refused(packs, mix):
     with pytest.raises(ValueError, match="saved by a reader of one pack"):
         pack_state = Loader(a, "train", 4).state_dict(1) | {"count": 32}
         Loader(mix, "train", 4).load_state_dict(pack_state)
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_a_resumed_mixture_warps_on_the_augment_device_as_the_workers_do(mix, device):
+    """augment_device runs the torch executor where the batch lands ("cpu" takes the very path
+    of "cuda"): a mixture resumed there gives the draws the state left, warped as NumPy does."""
+    import torch
+
+    from packer.torch import PackedDataset
+
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    aug = packer.Augment(rotation_range=20, zoom_range=0.1, horizontal_flip=True, seed=3)
+    whole = Loader(mix, "train", 8, seed=1, augment=aug)
+    expected = {}
+    for b in range(len(whole)):
+        ids = np.sort(whole.indices(b)).tolist()
+        expected.update(zip(ids, zip(*whole.batch(b), strict=True), strict=True))
+    ranks = [Loader(mix, "train", 8, seed=1, rank=r, world_size=2) for r in range(2)]
+    done = {int(i) for r in ranks for i in r.indices(0)}
+    ds = PackedDataset(mix, "train", 16, seed=0, augment=aug, augment_device=device)
+    ds.load_state_dict(ranks[1].state_dict(1))
+    seen = []
+    for b, batch in enumerate(DataLoader(ds, batch_size=None, num_workers=1)):
+        images, masks = (t.cpu().numpy() for t in tuple(batch))
+        ids = np.sort(ds.loader.indices(b)).tolist()
+        for i, image, mask in zip(ids, images, masks, strict=True):
+            diff = np.abs(image.astype(int) - expected[i][0].astype(int))
+            assert diff.mean() < 0.5 and np.percentile(diff, 99.9) <= 3
+            assert (mask == expected[i][1]).mean() >= 0.999
+        seen += ids
+    assert sorted(seen) == sorted(set(expected) - done)
