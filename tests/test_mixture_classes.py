@@ -117,3 +117,23 @@ def test_packs_of_other_tasks_or_sizes_are_refused_naming_both(root, seg):
     with pytest.raises(MixtureError, match=r"image sizes differ: .* is 32x24, .* is 16x12") as e:
         packer.Mixture([packer.Stream(plain), packer.Stream(other_size)]).open()
     assert "\n" not in str(e.value)
+
+
+def test_a_pack_read_only_in_file_order_is_refused_and_the_cli_says_so_in_one_line(
+    root, seg, tmp_path
+):
+    from click.testing import CliRunner
+
+    from packer.cli import main
+
+    plain, _ = seg
+    src = packer.open(plain).manifest["source"]["root"]
+    gzip = packer.pack(src, out=root / "gzip", format="tfrecord", size=(32, 24), compression="gzip")
+    mix = packer.Mixture([packer.Stream(plain), packer.Stream(gzip.root)])
+    with pytest.raises(MixtureError, match="gzip tfrecord pack is read only in file order"):
+        mix.open()
+    saved = tmp_path / "mix.json"
+    mix.save(saved)
+    result = CliRunner().invoke(main, ["preview", str(saved), "--out", str(tmp_path / "g.png")])
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 1 and len(lines) == 1 and lines[0].startswith("Error:")

@@ -3,9 +3,9 @@ the plan's ids (see mixture_plan), so `Loader` and every adapter read it as they
 
 The packs must agree on what a sample is (task, image size, fields) or are refused in one line;
 their classes are reconciled (mixture_classes). A batch's ids, sorted, fall into one run per pack
-in ascending sample order: each run is read by that pack's own `BatchReader` in one call straight
-into its rows of the batch (no extra copy), then its class ids are looked up where its table
-differs.
+in ascending sample order, shard by shard: each shard's run is read by its format's shard
+reader straight into its rows of the batch (no extra copy), as a pack's `BatchReader` reads
+its shards, then the pack's class ids are looked up where its table differs.
 """
 
 from __future__ import annotations
@@ -176,8 +176,10 @@ def _weighted_stats(parts: list[Split], weights: list[int]) -> dict:
 
 
 class MixedReader:
-    """Reads a batch of a mixture's ids: rows in ascending id order, each pack's run read by
-    its own reader into its rows, class ids looked up where the pack's table differs."""
+    """Reads a batch of a mixture's ids: rows in ascending id order, which is pack by pack and
+    shard by shard, so the packs' shards are read as one pack's are (one `read_into` per shard
+    run, straight into the batch's rows); then class ids are looked up where a pack's table
+    differs. A remote pack's shard is fetched into its cache before its first read."""
 
     def __init__(self, split: MixedSplit) -> None:
         self.split = split
@@ -186,6 +188,23 @@ class MixedReader:
         self.tables = split.classes.tables
         self.targets = target_names(split.dataset.task)
         self.buffers = BufferPool(self.fields)
+        self.readers = [part.reader for part in split.parts]
+        # every shard of every pack, in pack order: its first sample in the packs' joint
+        # numbering (pack offset + sample), its pack and shard, and its files a cache fetches
+        self.shards = [
+            (k, s) for k, part in enumerate(split.parts) for s in range(len(part.shards))
+        ]
+        self.starts = np.asarray(
+            [self.plan.offsets[k] + split.parts[k].offsets[s] for k, s in self.shards], np.int64
+        )
+        self.files = [
+            [
+                f
+                for f in split.parts[k].shards[s]["files"]
+                if not f["path"].endswith(".sources.json")
+            ]
+            for k, s in self.shards
+        ]
 
     def read(
         self,
@@ -201,13 +220,22 @@ class MixedReader:
         if out is None:
             out = self.buffers.take(len(order))
         _, pack, sample = self.plan.locate(order)
-        cuts = [0, *(np.flatnonzero(np.diff(pack)) + 1).tolist(), len(order)]
+        joint = self.plan.offsets[pack] + sample  # ascending: packs one after another
+        shard = np.searchsorted(self.starts, joint, side="right") - 1
+        cuts = [0, *(np.flatnonzero(np.diff(shard)) + 1).tolist(), len(order)]
         for start, stop in itertools.pairwise(cuts):
-            k = int(pack[start])
+            v = int(shard[start])
+            k, s = self.shards[v]
+            reader = self.readers[k]
+            if reader.cache is not None:
+                reader.cache.ensure(self.files[v])
             rows = {name: array[start:stop] for name, array in out.items()}
-            self.split.parts[k].reader.read(sample[start:stop], rows)
-            if self.tables[k] is not None:
-                relabel(rows, self.tables[k], self.targets)
+            reader.shards[s].read_into(joint[start:stop] - self.starts[v], rows)
+        for k, table in enumerate(self.tables):
+            if table is not None:
+                first, last = np.searchsorted(pack, [k, k + 1])
+                rows = {name: array[first:last] for name, array in out.items()}
+                relabel(rows, table, self.targets)
         if ordered:
             inverse = np.searchsorted(order, np.asarray(indices, np.int64))
             for array in out.values():
