@@ -13,7 +13,6 @@ from __future__ import annotations
 import itertools
 import os
 from functools import cached_property
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -21,23 +20,19 @@ from ..errors import MixtureError
 from ..schema import Field
 from .buffers import BufferPool
 from .dataset import PackedDataset, Split
+from .mixture import Mixture
 from .mixture_classes import Reconciled, reconcile, relabel, target_names
 from .mixture_plan import Plan, draws
 
-if TYPE_CHECKING:
-    from .mixture import Mixture
-
 
 def open_split(
-    path,
+    path: str | os.PathLike | Mixture,
     split: str,
     cache_dir: str | os.PathLike | None = None,
     cache_bytes: int | None = None,
 ) -> Split | MixedSplit:
     """The split a reader reads: of a pack (path or URL), or of a `Mixture` (its packs' splits,
     each `Stream`'s own split where it names one)."""
-    from .mixture import Mixture
-
     if isinstance(path, Mixture):
         return MixedSplit(path, split, cache_dir, cache_bytes)
     return PackedDataset(path, cache_dir, cache_bytes)[split]
