@@ -76,6 +76,27 @@ def test_keras_tf_and_torch_read_the_same_batches_of_a_mixture(mix):
             assert np.array_equal(got[1], targets)
 
 
+def test_augmentation_and_normalisation_of_a_mixture_agree_across_readers(packs, mix):
+    """tf.data's in-graph warp of a mixture agrees with the NumPy one (one draw per id), and
+    normalize="dataset" uses the packs' statistics weighted by their draws (14 and 18)."""
+    import packer.tf
+
+    aug = packer.Augment(rotation_range=15, zoom_range=0.1, horizontal_flip=True, seed=2)
+    loader = Loader(mix, "train", 8, seed=SEED, augment=aug)
+    batches = list(packer.tf.dataset(mix, "train", 8, seed=SEED, augment=aug))
+    assert len(batches) == len(loader)
+    agree = []
+    for b, (images, masks) in enumerate(batches):
+        want_images, want_masks = loader.batch(b)
+        assert np.abs(images.numpy().astype(int) - want_images).mean() < 2.0
+        agree.append((masks.numpy() == want_masks).mean())
+    assert np.mean(agree) >= 0.9999
+    means = [np.asarray(packer.open(p).manifest["stats"]["splits"]["train"]["mean"]) for p in packs]
+    normalised = Loader(mix, "train", 8, seed=SEED, normalize="dataset")
+    expected = (14 * means[0] + 18 * means[1]) / 32
+    assert np.allclose(normalised.transform.normalizer.mean, expected)
+
+
 def test_elastic_resume_with_augmentation_across_layouts_and_readers(packs, mix):
     """2 ranks x 8, then 3 ranks x 4, then torch 1 x 16 with a DataLoader worker: each draw
     of the epoch read once, each warped exactly as an uninterrupted reader warps it."""
