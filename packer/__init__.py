@@ -11,7 +11,7 @@ import importlib
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["Augment", "__version__", "open", "pack", "parallel"]
+__all__ = ["Augment", "Mixture", "Stream", "__version__", "open", "pack", "parallel"]
 
 _LAZY = {
     "open": ("packer.reading.dataset", "open_dataset"),
@@ -20,6 +20,8 @@ _LAZY = {
     "tf": ("packer.tf", None),
     "torch": ("packer.torch", None),
     "Augment": ("packer.augment", "Augment"),
+    "Mixture": ("packer.reading.mixture", "Mixture"),
+    "Stream": ("packer.reading.mixture", "Stream"),
     "parallel": ("packer.parallel", "parallel"),
     "recordio": ("packer.recordio", None),
 }

@@ -4,7 +4,8 @@ Everything is measured in one run: this machine's memcpy rate for the same bytes
 reader cannot pass), shuffled batches from the pack with a warm and with a cold page cache
 (the shards' pages evicted with posix_fadvise), and the naive per-step decode of the original
 files. Packs without random access (gzip TFRecords) are read in file order instead. With the
-step time of a model, it says whether the reader keeps the GPU fed.
+step time of a model, it says whether the reader keeps the GPU fed. A mixture (a saved one's
+.json) is read warm beside each of its packs alone, and its epoch is shown.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from .errors import PackError, StorageError
 from .flags import flag
 from .reading.dataset import PackedDataset, Split
 from .reading.loader import Loader
+from .reading.mixture import Mixture, is_mixture_file
 from .schema import record_bytes
 
 GB = 1e9
@@ -77,17 +79,7 @@ def epoch_reader(
     the readers do: uniformly shuffled, or in shuffled shard windows read ahead."""
     shuffle = "windows" if windows else "global"
     loader = Loader(split.dataset.root, split.name, batch, shuffle=shuffle, seed=seed)
-    state = {"at": 0}
-
-    def step() -> int:
-        if state["at"] >= len(loader):
-            loader.set_epoch(loader.epoch + 1)
-            state["at"] = 0
-        arrays = loader.read(state["at"])
-        state["at"] += 1
-        return len(arrays["images"])
-
-    return loader, step
+    return loader, _stepper(loader)
 
 
 def read_rate(split: Split, batch: int, seconds: float, cold: bool, windows: bool = False) -> float:
@@ -194,21 +186,28 @@ class BenchResult:
     needed_images_per_s: float | None = None
     headroom: float | None = None
     note: str | None = None  # what was measured differs from what was asked
+    epoch: str | None = None  # a mixture's epoch: draws, shares, repeats, runs per pack
 
     def to_json(self) -> dict:
         return asdict(self)
 
 
 def run(
-    path: str | os.PathLike,
+    path: str | os.PathLike | Mixture,
     split: str = "train",
     batch_size: int = 32,
     seconds: float = 3.0,
     step_ms: float | None = None,
 ) -> BenchResult:
-    """Measure a pack's reader warm and cold, beside memcpy and the naive decode loop; a
-    damaged pack is a StorageError naming the file."""
+    """Measure a pack's reader warm and cold, beside memcpy and the naive decode loop (a
+    mixture's, or a saved one's .json: warm, beside each of its packs alone); a damaged pack
+    is a StorageError naming the file."""
+    mixture = path if isinstance(path, Mixture) else None
+    if mixture is None and is_mixture_file(path):
+        mixture = Mixture.load(path)
     try:
+        if mixture is not None:
+            return _measure_mixture(mixture, split, batch_size, seconds, step_ms)
         return _measure(path, split, batch_size, seconds, step_ms)
     except OSError as exc:
         if isinstance(exc, PackError):
@@ -265,6 +264,51 @@ def _measure(path, split: str, batch_size: int, seconds: float, step_ms) -> Benc
     return result
 
 
+def _measure_mixture(mixture: Mixture, split: str, batch_size: int, seconds: float, step_ms):
+    """A mixture's reader, warm, beside each of its packs read alone and the cost their shares
+    of the epoch would take at those rates (the mixture's own cost is the ratio to that)."""
+    part = mixture.open(split)
+    batch_size = min(batch_size, part.count)
+    size = record_bytes(part.dataset.fields)
+    copy = memcpy_rate(size, batch_size, seconds)
+    rates = [Rate("memcpy limit (np.copyto)", copy / size, copy, "no reader is faster")]
+    alone = []
+    for stream, pack in zip(mixture.streams, part.parts, strict=True):
+        warm(shard_files(pack))
+        loader = Loader(stream.path, pack.name, min(batch_size, pack.count), seed=0)
+        alone.append(timed(_stepper(loader), seconds))
+        rates.append(Rate(f"  {stream.label[-30:]} alone", alone[-1], alone[-1] * size))
+    for pack in part.parts:
+        warm(shard_files(pack))
+    mixed = timed(_stepper(Loader(mixture, split, batch_size, seed=0)), seconds)
+    shares = [d / part.count for d in part.plan.draws]
+    expected = 1 / sum(share / rate for share, rate in zip(shares, alone, strict=True))
+    cost = f"{expected / mixed:.2f}x the cost of its packs' shares read alone"
+    rates.insert(1, Rate("mixture reader, warm cache", mixed, mixed * size, cost))
+    result = BenchResult(repr(mixture), split, part.count, size, batch_size, rates)
+    result.epoch = mixture.describe(split)
+    if step_ms:
+        result.step_ms = step_ms
+        result.needed_images_per_s = batch_size * 1000.0 / step_ms
+        result.headroom = mixed / result.needed_images_per_s
+    return result
+
+
+def _stepper(loader: Loader) -> Callable[[], int]:
+    """A step that reads the loader's next batch, epoch after epoch."""
+    state = {"at": 0}
+
+    def step() -> int:
+        if state["at"] >= len(loader):
+            loader.set_epoch(loader.epoch + 1)
+            state["at"] = 0
+        arrays = loader.read(state["at"])
+        state["at"] += 1
+        return len(arrays["images"])
+
+    return step
+
+
 def render(result: BenchResult) -> str:
     """The human table and verdict."""
     lines = [
@@ -280,6 +324,8 @@ def render(result: BenchResult) -> str:
             f"{r.name:34} {r.images_per_s:>10,.0f} {r.bytes_per_s / GB:>8.2f}  "
             f"{r.images_per_s / limit:6.3f}{'  (' + r.note + ')' if r.note else ''}"
         )
+    if result.epoch:
+        lines += ["", result.epoch]
     if result.headroom is not None:
         verdict = "keeps" if result.headroom >= 1 else "does NOT keep"
         lines += [

@@ -33,6 +33,10 @@ class ManifestError(PackError, ValueError):
     """A missing, unreadable or incompatible dataset.json."""
 
 
+class MixtureError(PackError, ValueError):
+    """A mixture of packs that cannot be read together as asked (amounts, tasks, sizes, classes)."""
+
+
 class RecordIOError(PackError, ValueError):
     """A RecordIO file or record that is not what the format specifies."""
 

@@ -1,4 +1,5 @@
 """`packer preview DIR --out grid.png`: a picture of packed samples, to check a pack by eye.
+DIR may be a saved mixture (`Mixture.save`, a .json): its first draws, captioned by pack.
 
 Segmentation masks are drawn over their images in the class colours (the ignore index stays
 clear) with a legend of the classes shown; classification samples carry their class name.
@@ -19,6 +20,7 @@ from . import storage
 from .errors import PackError, StorageError
 from .labels import preview_colors
 from .reading.dataset import PackedDataset, Split
+from .reading.mixture import Mixture, is_mixture_file
 
 TILE_WIDTH = 240
 CAPTION = 16
@@ -69,25 +71,30 @@ def samples(part: Split, count: int, seed: int) -> tuple[np.ndarray, dict[str, n
 
 
 def render(
-    path: str | os.PathLike, split: str | None = "train", count: int = 16, seed: int = 0
+    path: str | os.PathLike | Mixture, split: str | None = "train", count: int = 16, seed: int = 0
 ) -> Image.Image:
-    """A grid of `count` seeded random samples of `split` (train, else the first split)."""
-    dataset = PackedDataset(path)
-    chosen, batch = samples(choose(dataset, split), count, seed)
+    """A grid of `count` seeded random samples of `split` (train, else the first split); of a
+    mixture (or a saved one's .json), the first `count` draws of its epoch 0 with `seed`."""
+    mixture = _mixture(path)
+    if mixture is not None:
+        dataset, captions, batch = _mixture_draws(mixture, split or "train", count, seed)
+    else:
+        dataset = PackedDataset(path)
+        chosen, batch = samples(choose(dataset, split), count, seed)
+        captions = [f"#{index}" for index in chosen]
     colors = class_colors(dataset)
     height, width = dataset.image_shape[:2]
     tile = (TILE_WIDTH, max(1, round(TILE_WIDTH * height / width)))
-    columns = math.ceil(math.sqrt(len(chosen)))
-    rows = math.ceil(len(chosen) / columns)
+    columns = math.ceil(math.sqrt(len(captions)))
+    rows = math.ceil(len(captions) / columns)
     font = ImageFont.load_default()
     tiles = []
-    for k, index in enumerate(chosen):
+    for k, caption in enumerate(captions):
         if "masks" in batch:
             pixels = overlay(batch["images"][k], batch["masks"][k], colors)
-            caption = f"#{index}"
         else:
             pixels = batch["images"][k]
-            caption = f"#{index} {dataset.class_names[int(batch['labels'][k])]}"
+            caption = f"{caption} {dataset.class_names[int(batch['labels'][k])]}"
         tiles.append((Image.fromarray(pixels).resize(tile, Image.Resampling.BILINEAR), caption))
     shown = _classes_shown(batch, len(colors))
     legend_rows = math.ceil(len(shown) / columns) if shown else 0
@@ -105,6 +112,24 @@ def render(
     top = rows * cell[1] + MARGIN
     _legend(draw, shown, dataset.class_names, colors, top, cell[0], columns, font)
     return canvas
+
+
+def _mixture(path) -> Mixture | None:
+    """The mixture `path` is or names (a saved mixture's .json), else None."""
+    if isinstance(path, Mixture):
+        return path
+    return Mixture.load(path) if is_mixture_file(path) else None
+
+
+def _mixture_draws(mixture: Mixture, split: str, count: int, seed: int):
+    """The mixture's split, a caption per draw (its pack and sample) and the draws' arrays:
+    the first `count` draws of epoch 0, as a reader with `seed` would read them."""
+    part = mixture.open(split)
+    ids = np.sort(part.plan.order(seed, 0)[:count])
+    pack, sample = part.locate(ids)
+    names = [Path(os.fspath(s.path)).name for s in mixture.streams]
+    captions = [f"{names[k]} #{i}" for k, i in zip(pack, sample, strict=True)]
+    return part.dataset, captions, part.reader.read(ids)
 
 
 def _classes_shown(batch: dict[str, np.ndarray], num_classes: int) -> list[int]:
@@ -140,10 +165,10 @@ def save(
         )
     if not storage.is_dir(out.parent if str(out.parent) else Path(".")):
         raise StorageError(f"{out}: folder {out.parent} does not exist; create it first")
-    dataset = PackedDataset(path)
-    part = choose(dataset, split)
+    mixture = _mixture(path)
+    part = mixture.open(split or "train") if mixture else choose(PackedDataset(path), split)
     try:
-        image = render(path, part.name, count, seed)
+        image = render(mixture or path, part.name, count, seed)
     except OSError as exc:
         if isinstance(exc, PackError):
             raise
@@ -161,6 +186,9 @@ def save(
     except (ValueError, KeyError) as exc:
         raise StorageError(f"cannot write {out}: {exc}; try a .png name") from exc
     shown = min(count, part.count)
+    if mixture is not None:
+        return Preview(out, f"the first {shown} draws of epoch 0 (seed {seed}) of the mixture's "
+                       f"{part.count} in split {part.name!r}, captioned by pack")  # fmt: skip
     how = (
         f"the first {shown} (this format is read in file order)"
         if not part.random_access

@@ -37,8 +37,9 @@ from typing import TYPE_CHECKING, Annotated
 import tensorflow as tf
 
 from .formats import tfrecord
-from .reading.dataset import Split, open_dataset
+from .reading.dataset import Split
 from .reading.loader import check_augment_fits
+from .reading.mixture_read import open_split
 from .reading.options import (
     BATCH_SIZE,
     SPLIT,
@@ -158,7 +159,7 @@ def dataset(
             f"shuffle must be True or False (random access shuffles uniformly, a stream through "
             f"shuffle_buffer), not {o.shuffle!r}"
         )
-    part = open_dataset(path, o.cache_dir, o.cache_bytes)[split]
+    part = open_split(path, split, o.cache_dir, o.cache_bytes)  # a pack's, or a Mixture's
     fmt = part.dataset.format
     stream = o.stream
     if stream is None:

@@ -20,6 +20,8 @@ import numpy as np
 from ..errors import ManifestError
 from ..schema import record_bytes
 from .dataset import PackedDataset, Split
+from .mixture import Mixture
+from .mixture_read import MixedSplit, open_split
 from .options import (
     BATCH_SIZE,
     SPLIT,
@@ -46,8 +48,9 @@ class Loader:
 
     With `world_size` > 1 this loader yields rank `rank`'s part of every epoch (see Sampler);
     a rank or world size of None is one process's. A pack at a URL is read through a local
-    shard cache (see storage.cache). The options are `LoaderOptions` (`reading.options`),
-    listed below.
+    shard cache (see storage.cache). `path` may be a `packer.Mixture` of packs (its epochs
+    come from its seeded plan: see reading.mixture). The options are `LoaderOptions`
+    (`reading.options`), listed below.
 
     Batches are numbered within the current pass: the whole epoch, or after `load_state_dict`
     what the saved position left of it (`len` is the pass's batches).
@@ -55,7 +58,7 @@ class Loader:
 
     def __init__(
         self,
-        path: str | os.PathLike,
+        path: str | os.PathLike | Mixture,
         split: str = SPLIT.default,
         batch_size: int = BATCH_SIZE.default,
         **options: Unpack[LoaderOptions],
@@ -67,7 +70,7 @@ class Loader:
             raise ValueError(
                 f"shuffle must be True, False, 'global' or 'windows', not {o.shuffle!r}"
             )
-        self.path = os.fspath(path)
+        self.path = path if isinstance(path, Mixture) else os.fspath(path)
         self.cache = (o.cache_dir, o.cache_bytes)  # where a remote pack's shards are cached
         self.split_name = split
         self.pass_ = Pass(0)
@@ -84,7 +87,10 @@ class Loader:
             check_augment_fits(o.augment, dataset, self.path)
         record = record_bytes(dataset.fields)
         shuffle = o.shuffle
-        if shuffle is True:
+        plan = getattr(self.split, "plan", None)  # a mixture's: it shuffles each pack itself
+        if plan is not None:
+            shuffle = "global" if shuffle else False
+        elif shuffle is True:
             shuffle = "windows" if larger_than_ram(record * self.split.count) else "global"
         self.sampler = Sampler(
             [s["count"] for s in self.split.shards],
@@ -96,15 +102,17 @@ class Loader:
             rank=0 if o.rank is None else o.rank,
             world_size=1 if o.world_size is None else o.world_size,
             uneven=o.uneven,
+            plan=plan,
         )
         self.transform = BatchTransform(dataset.manifest, o.normalize, o.one_hot)
         self._prefetched: set[tuple[Pass, int]] = set()
 
     @property
-    def split(self) -> Split:
-        """The split, opened lazily so that each worker process opens its own files."""
+    def split(self) -> Split | MixedSplit:
+        """The split (a mixture's: its packs' as one), opened lazily so that each worker
+        process opens its own files."""
         if self._split is None:
-            self._split = PackedDataset(self.path, *self.cache)[self.split_name]
+            self._split = open_split(self.path, self.split_name, *self.cache)
         return self._split
 
     @property

@@ -109,7 +109,7 @@ def collapse(strided: bool, passes: list[tuple[int, int]]) -> tuple[tuple[int, i
 def agreed(states: list[dict]) -> dict:
     """The one position a list of states (one per rank, say) names, or a ValueError saying
     which two disagree."""
-    keys = ("epoch", "seed", "shuffle", "count", "passes", "window")
+    keys = ("epoch", "seed", "shuffle", "count", "passes", "window", "mixture")
 
     def where(state: dict) -> str:
         rank = state.get("rank", "?")

@@ -16,10 +16,14 @@ import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .position import MAX_PASSES, Pass, collapse, consume, rank_part
+
+if TYPE_CHECKING:
+    from .mixture_plan import Plan as MixturePlan
 
 WINDOW_BYTES = 256 * 1000 * 1000  # records per window: about this many bytes
 RAM_SHARE = 0.5  # a split larger than this share of RAM is read in windows by default
@@ -105,6 +109,7 @@ class Sampler:
     rank: int = 0
     world_size: int = 1
     uneven: str = "pad"
+    plan: MixturePlan | None = None  # a mixture's: its epoch orders, of draws' ids
     _cache: OrderedDict = field(default_factory=OrderedDict, repr=False, compare=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
@@ -162,6 +167,8 @@ class Sampler:
 
     def epoch_order(self, p: Pass) -> np.ndarray:
         """The epoch's global order (windows: cut for the world size of its first pass)."""
+        if self.plan is not None:  # a mixture: the plan shuffles and interleaves its packs
+            return self.plan.order(self.seed, p.epoch, bool(self.shuffle))
         if not self.shuffle:
             return np.arange(self.count)
         rng = np.random.default_rng([self.seed, p.epoch])
@@ -212,6 +219,8 @@ class Sampler:
         }
         if not self.strided:
             state["window"] = p.window or self.window
+        if self.plan is not None:
+            state["mixture"] = self.plan.key
         return state
 
     def load_state_dict(self, state: dict) -> Pass:
@@ -225,6 +234,12 @@ class Sampler:
                     f"the state was saved by a reader with {key}={state.get(key)!r} "
                     f"(this reader: {mine!r}), so its epoch order differs"
                 )
+        mixture = None if self.plan is None else self.plan.key
+        if state.get("mixture") != mixture:
+            raise ValueError(
+                f"the state was saved by a reader of {_mixture(state.get('mixture'))}, this "
+                f"reader reads {_mixture(mixture)}, so its epoch order differs"
+            )
         epoch, passes = int(state["epoch"]), [tuple(map(int, p)) for p in state["passes"]]
         if epoch < 0 or not passes or any(w < 1 or c < 0 for w, c in passes):
             raise ValueError(f"state position out of range: epoch {epoch}, passes {passes}")
@@ -244,6 +259,13 @@ class Sampler:
         else:
             p = Pass(epoch, collapse(self.strided, passes), 0, window)
         return p if self.batches(p) else Pass(epoch + 1)
+
+
+def _mixture(key: list | None) -> str:
+    """A mixture's plan as a state names it (packs' sizes and draws), in words."""
+    if key is None:
+        return "one pack"
+    return "a mixture of " + ", ".join(f"{d} draws of {n}" for n, d in key)
 
 
 def _upgraded(state: dict) -> dict:
