@@ -172,7 +172,7 @@ def dataset(
     if stream and fmt != "tfrecord":
         raise ValueError(f"{path}: only tfrecord packs stream; this one is {fmt}")
     if o.augment is not None:
-        check_augment_fits(o.augment, part.dataset, os.fspath(path))
+        check_augment_fits(o.augment, part.dataset, str(path))  # a path or a Mixture
     if o.augment is not None and stream:
         raise ValueError(
             "augment= needs random access (each sample's draw is keyed by its index); "
