@@ -123,3 +123,19 @@ class DeviceBatch:
 def from_arrays(arrays: list[np.ndarray], params: AugmentParams, finish: DeviceFinish):
     """A DeviceBatch over NumPy arrays (a shared slot's views in the parent, say)."""
     return DeviceBatch(torch.from_numpy(arrays[0]), torch.from_numpy(arrays[1]), params, finish)
+
+
+def detection_tensors(
+    images: np.ndarray, targets: list[dict[str, np.ndarray]], layout: str
+) -> tuple[torch.Tensor, list[dict[str, torch.Tensor]]]:
+    """A detection batch as torchvision's detection models take it: images (NCHW as a
+    channels_last view) and per image a dict of tensors, labels int64."""
+    cast = {"labels": np.int64}
+    return channels(torch.from_numpy(images), layout), [
+        {k: torch.from_numpy(v.astype(cast.get(k, v.dtype))) for k, v in t.items()} for t in targets
+    ]
+
+
+def channels(images: torch.Tensor, layout: str) -> torch.Tensor:
+    """`[B,H,W,3]` images as they are (NHWC), or NCHW as a channels_last view of them."""
+    return images.permute(0, 3, 1, 2) if layout == "NCHW" else images

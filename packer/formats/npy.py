@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..schema import Field
+from ..schema import Field, fixed, ragged
 from ..storage.local import (
     COPY_BLOCK,
     FileInfo,
@@ -21,6 +21,7 @@ from ..storage.local import (
     pwrite_all,
     sha256_file,
     start_writeback,
+    write_atomic,
 )
 from . import ChunkPosition, FormatOption, ShardJob, defaults, part_path
 
@@ -71,19 +72,34 @@ class ChunkWriter:
                 os.open(data_path(part_dir, task.shard, f.name), os.O_WRONLY | os.O_CREAT, 0o644),
                 HEADER_BYTES + task.start * f.nbytes,
             )
-            for f in fields
+            for f in fixed(fields)
+        ]
+        self._ragged = [
+            (
+                f,
+                part_path(part_dir, task.shard, task.chunk, f"{f.name}.values").open("wb"),
+                part_path(part_dir, task.shard, task.chunk, f"{f.name}.counts").open("wb"),
+            )
+            for f in ragged(fields)
         ]
 
     def write(self, record: dict[str, np.ndarray]) -> None:
         for field, fd, base in self._targets:
             array = field.coerce(record[field.name])
             pwrite_all(fd, memoryview(array).cast("B"), base + self.count * field.nbytes)
+        for field, values, counts in self._ragged:
+            rows = field.encode(record[field.name])
+            values.write(rows.tobytes())
+            counts.write(len(rows).to_bytes(8, "little"))
         self.count += 1
 
     def close(self) -> None:
         for field, fd, base in self._targets:
             start_writeback(fd, base, self.count * field.nbytes)
             os.close(fd)
+        for _, values, counts in self._ragged:
+            values.close()
+            counts.close()
         self._kept.write_text(f"{self.start} {self.count}")  # where the chunk's records lie
 
 
@@ -97,7 +113,7 @@ def finalize(job: ShardJob) -> list[FileInfo]:
     kept_files = [part_path(job.part_dir, job.shard, c, "kept") for c in job.chunks]
     runs = [tuple(int(v) for v in k.read_text().split()) for k in kept_files]
     files = []
-    for f in job.fields:
+    for f in fixed(job.fields):
         data = data_path(job.part_dir, job.shard, f.name)
         with open(data, "r+b") as fh:
             _compact(fh, f.nbytes, runs)
@@ -112,7 +128,36 @@ def finalize(job: ShardJob) -> list[FileInfo]:
         files.append(FileInfo(final.relative_to(job.out).as_posix(), size, digest))
     for k in kept_files:
         k.unlink()
-    return files
+    return files + [info for f in ragged(job.fields) for info in _finalize_ragged(job, f)]
+
+
+def offsets_name(shard: str, field: str) -> str:
+    """`train-00000-of-00003.boxes.offsets.npy`: where each sample's rows of a ragged field
+    start in its values file, count + 1 int64s."""
+    return f"{shard}.{field}.offsets.npy"
+
+
+def _finalize_ragged(job: ShardJob, f: Field) -> list[FileInfo]:
+    """A ragged field's values file (every object's row, in record order) and offsets file."""
+    values = [part_path(job.part_dir, job.shard, c, f"{f.name}.values") for c in job.chunks]
+    counts = [part_path(job.part_dir, job.shard, c, f"{f.name}.counts") for c in job.chunks]
+    per_record = np.concatenate([np.fromfile(c, "<i8") for c in counts] or [np.zeros(0, "<i8")])
+    offsets = np.concatenate([[0], np.cumsum(per_record)]).astype("<i8")
+    rows = Field(f.name, f.stored_shape, f.stored_dtype)
+    split_dir = job.out / job.split
+    found = [
+        write_atomic(
+            split_dir / file_name(job.shard, f.name), job.out, npy_header(rows, int(offsets[-1])),
+            values,
+        ),
+        write_atomic(
+            split_dir / offsets_name(job.shard, f.name), job.out,
+            npy_header(Field("offsets", (), "<i8"), len(offsets)), [offsets.tobytes()],
+        ),
+    ]  # fmt: skip
+    for part in (*values, *counts):
+        part.unlink()
+    return found
 
 
 def _compact(fh, nbytes: int, runs: list[tuple[int, int]]) -> None:
@@ -133,17 +178,41 @@ def open_shard(
     root: Path, split: str, shard: dict, fields: Sequence[Field], options: dict
 ) -> NpyShardReader:
     """Random access to one npy shard's fields (memmaps, opened on first use)."""
-    paths = {f.name: root / split / file_name(shard["name"], f.name) for f in fields}
-    return NpyShardReader(paths, shard["count"])
+    paths = {f.name: root / split / file_name(shard["name"], f.name) for f in fixed(fields)}
+    objects = {
+        f: (
+            root / split / file_name(shard["name"], f.name),
+            root / split / offsets_name(shard["name"], f.name),
+        )
+        for f in ragged(fields)
+    }
+    return NpyShardReader(paths, shard["count"], objects)
 
 
 class NpyShardReader:
     """Random access to one shard's fields through read-only memmaps, opened on first use."""
 
-    def __init__(self, paths: dict[str, Path], count: int) -> None:
+    def __init__(
+        self, paths: dict[str, Path], count: int, objects: dict[Field, tuple[Path, Path]] | None
+    ) -> None:
         self.paths = paths
         self.count = count
+        self.objects = objects or {}
         self._maps: dict[str, np.ndarray] | None = None
+        self._ragged: dict[Field, tuple[np.ndarray, np.ndarray]] | None = None
+
+    def read_objects(self, local: np.ndarray) -> list[dict[str, np.ndarray]]:
+        """The ragged fields of records `local`, one dict field name -> `[N, *shape]` each."""
+        if self._ragged is None:
+            self._ragged = {
+                f: (_open_values(values), _open_memmap(offsets, self.count + 1))
+                for f, (values, offsets) in self.objects.items()
+            }
+        out: list[dict[str, np.ndarray]] = [{} for _ in range(len(local))]
+        for f, (values, offsets) in self._ragged.items():
+            for row, i in enumerate(local.tolist()):
+                out[row][f.name] = f.decode(values[offsets[i] : offsets[i + 1]])
+        return out
 
     def maps(self) -> dict[str, np.ndarray]:
         if self._maps is None:
@@ -167,6 +236,17 @@ class NpyShardReader:
 
     def close(self) -> None:
         self._maps = None
+        self._ragged = None
+
+
+def _open_values(path: Path) -> np.ndarray:
+    """A ragged field's values as a memmap (an empty array when no sample has objects)."""
+    try:
+        return np.load(path, mmap_mode="r")
+    except ValueError:  # NumPy cannot map zero bytes
+        return np.load(path)
+    except OSError as exc:
+        raise OSError(f"{path}: cannot be opened as an npy memmap ({exc})") from exc
 
 
 def _open_memmap(path: Path, count: int) -> np.ndarray:

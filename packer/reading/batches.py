@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import formats
 from ..errors import ManifestError
+from ..schema import fixed, ragged
 from .buffers import BufferPool
 
 if TYPE_CHECKING:
@@ -38,6 +39,8 @@ class BatchReader:
         except ValueError as exc:  # a format option without random access (gzip TFRecords)
             raise ManifestError(str(exc)) from None
         self.cache = dataset.cache  # None for a local pack
+        self.fields = fixed(self.fields)  # batched; ragged ones are read per sample (objects)
+        self.has_objects = bool(ragged(split.dataset.fields))
         self.buffers = BufferPool(self.fields)
 
     def read(
@@ -79,6 +82,18 @@ class BatchReader:
             if self.cache is not None and shard + 1 < len(self.shards):
                 self.cache.prefetch(self._data_files(shard + 1))  # in order: the next shard
         return out
+
+    def objects(self, indices: np.ndarray) -> list[dict[str, np.ndarray]]:
+        """The ragged fields (boxes, labels, masks, ...) of each sample of sorted `indices`,
+        one dict each, in that order."""
+        order = np.asarray(indices, dtype=np.int64)
+        found: list[dict[str, np.ndarray]] = []
+        for shard, start, stop in self._runs(order):
+            local = order[start:stop] - self.split.offsets[shard]
+            if self.cache is not None:
+                self.cache.ensure(self._data_files(shard))
+            found += self.shards[shard].read_objects(local)
+        return found
 
     def _check_out(self, out: dict[str, np.ndarray], count: int) -> None:
         """Caller-supplied arrays must match the fields' record shapes and dtypes exactly."""

@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..manifest import OBJECT_TASKS
 from ..schema import record_bytes
 from .dataset import PackedDataset, Split
+from .objects import Padder
 from .options import (
     BATCH_SIZE,
     SPLIT,
@@ -88,6 +90,14 @@ class Loader:
             world_size=1 if o.world_size is None else o.world_size,
             uneven=o.uneven,
         )
+        self.objects = dataset.task in OBJECT_TASKS
+        if self.objects and (o.augment is not None or o.one_hot):
+            what = "augment=" if o.augment is not None else "one_hot=True"
+            raise ValueError(
+                f"{what} does not apply to a {dataset.task} pack yet: its targets are boxes "
+                "and per-object masks (read them without it)"
+            )
+        self.padder = Padder(o.max_boxes)
         self.transform = BatchTransform(dataset.manifest, o.normalize, o.one_hot)
         self._prefetched: set[tuple[Pass, int]] = set()
 
@@ -163,11 +173,24 @@ class Loader:
         return self.split.reader.read(indices, out)
 
     def batch(self, index: int, epoch: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """`(images, targets)` of batch `index`, augmented, normalised and one-hot as asked."""
+        """`(images, targets)` of batch `index`, augmented, normalised and one-hot as asked;
+        a detection pack's targets are a list of per-sample dicts (rows in ascending sample
+        index, as the images)."""
         arrays = self.read(index, epoch)
+        if self.objects:
+            return self.transform.normalizer(arrays["images"]), self.targets(index, epoch)
         if self.augment is not None:
             arrays = self._augmented(arrays, index, epoch)
         return self.transform(arrays)
+
+    def targets(self, index: int, epoch: int | None = None) -> list[dict[str, np.ndarray]]:
+        """A detection pack's per-sample targets of batch `index`, in ascending sample index."""
+        return self.split.reader.objects(np.sort(self.indices(index, epoch)))
+
+    def padded_batch(self, index: int, epoch: int | None = None) -> tuple[np.ndarray, dict]:
+        """`(images, {"boxes": [B,max_boxes,4], "labels": [B,max_boxes]})` padded with -1."""
+        images, targets = self.batch(index, epoch)
+        return images, self.padder(targets)  # type: ignore[arg-type]
 
     def draw(self, index: int, epoch: int | None = None) -> AugmentParams:
         """The augmentation parameters of batch `index`, rows in ascending sample index (the

@@ -108,3 +108,17 @@ def image_files(
             continue
         found[image_id] = (rel, height, width)
     return found
+
+
+def annotations_by_image(data: dict, file: JsonFile, rejected: list[Rejection]) -> dict:
+    """image id -> its annotations in the file's order; those of unlisted images reported."""
+    listed = {image.get("id") for image in data["images"] if isinstance(image, dict)}
+    found: dict = {}
+    for a in data.get("annotations", []):
+        image_id = a.get("image_id") if isinstance(a, dict) else None
+        if image_id not in listed:
+            where = f"{file.shown}#annotation {a.get('id') if isinstance(a, dict) else '?'}"
+            rejected.append(Rejection(where, f"image_id {image_id} is not in images"))
+            continue
+        found.setdefault(image_id, []).append(a)
+    return found
