@@ -95,9 +95,10 @@ class Converter:
         result = ChunkResult(task.shard, task.chunk)
         part_dir = workdir.parts_dir(self.out)
         storage.make_dirs(part_dir)
-        writer = formats.get(config.format).ChunkWriter(
-            part_dir, task, config.fields, config.format_options
-        )
+        options = config.format_options
+        if config.task in TASKS and config.table is not None:  # names for the writers' labels
+            options = {**options, "class_names": tuple(config.table.names)}
+        writer = formats.get(config.format).ChunkWriter(part_dir, task, config.fields, options)
         read = prefetch.Fetcher(  # sources at a URL: the next files requested ahead
             config.root,
             [p for s in task.samples for p in (s.image, *mask_files(s.mask))],
