@@ -165,8 +165,9 @@ def dataset(
         stream = fmt == "tfrecord" and part.dataset.format_options.get("compression") == "gzip"
     if part.dataset.task in OBJECT_TASKS and (o.augment is not None or o.one_hot):
         raise ValueError(
-            f"{'augment=' if o.augment is not None else 'one_hot=True'} does not apply to a "
-            f"{part.dataset.task} pack yet: its targets are boxes and per-object masks"
+            f"{'augment=' if o.augment is not None else 'one_hot=True'} does not apply to the "
+            f"objects of this {part.dataset.task} pack yet: its targets are boxes and "
+            "per-object masks"
         )
     if stream and fmt != "tfrecord":
         raise ValueError(f"{path}: only tfrecord packs stream; this one is {fmt}")

@@ -94,8 +94,8 @@ class Loader:
         if self.objects and (o.augment is not None or o.one_hot):
             what = "augment=" if o.augment is not None else "one_hot=True"
             raise ValueError(
-                f"{what} does not apply to a {dataset.task} pack yet: its targets are boxes "
-                "and per-object masks (read them without it)"
+                f"{what} does not apply to the objects of this {dataset.task} pack yet: its "
+                "targets are boxes and per-object masks (read them without it)"
             )
         self.padder = Padder(o.max_boxes)
         self.transform = BatchTransform(dataset.manifest, o.normalize, o.one_hot)
