@@ -17,9 +17,11 @@ from ..errors import LabelError, SourceError
 from ..flags import flag
 from . import coco_objects
 from .coco_files import (
+    ROBOFLOW_JSON,
     JsonFile,
     annotations_by_image,
     class_table,
+    drop_placeholder,
     found_files,
     image_files,
     read_json,
@@ -45,12 +47,32 @@ def detect(tree: Tree, annotations: AnnotationOptions) -> str | None:
 def scan(root: Path, tree: Tree, annotations: AnnotationOptions) -> Found:
     """Every image of every instances JSON, with its annotations as a mask recipe."""
     files = _given_files(annotations) if annotations.coco else _layout_files(root, tree)
-    loaded = [(file, read_json(root, file)) for file in files]
+    loaded = [(f, read_json(root, f), "" if annotations.coco else f.stem) for f in files]
+    found = scan_files(root, loaded, tree, annotations, NAME)
+    if not annotations.coco:
+        found.notes += [
+            f"{f.shown}: no {f.stem}/ image folder beside annotations/, not packed"
+            for f in found_files(tree, "instances")
+            if f.stem not in tree[""].dirs
+        ]
+    return found
+
+
+def scan_files(
+    root: Path,
+    loaded: list[tuple[JsonFile, dict, str]],
+    tree: Tree,
+    annotations: AnnotationOptions,
+    layout: str,
+) -> Found:
+    """The samples of COCO JSONs, each with the folder (under SRC) its images' `file_name`s
+    start from: semantic masks (segmentation) or objects (detection, instances) as asked."""
+    for file, data, _ in loaded:
+        if file.path.name == ROBOFLOW_JSON:
+            drop_placeholder(data)
     if annotations.task in TASKS:
-        found = coco_objects.scan_objects(
-            [(f, d, "" if annotations.coco else f.stem) for f, d in loaded], tree, annotations
-        )
-        found.layout = NAME
+        found = coco_objects.scan_objects(root, loaded, tree, annotations)
+        found.layout = layout
         _note_panoptic(tree, found)
         return found
     if annotations.task not in ("auto", "segmentation"):
@@ -58,12 +80,13 @@ def scan(root: Path, tree: Tree, annotations: AnnotationOptions) -> Found:
             f"{flag('task', annotations.task)}: COCO instances give segmentation, detection "
             "or instances"
         )
-    found = Found(NAME, "segmentation", LOOKED_FOR, split_origin="COCO annotation files")
-    found.table, classes = class_table([(f, d["categories"]) for f, d in loaded], background=True)
+    found = Found(layout, "segmentation", LOOKED_FOR, split_origin="COCO annotation files")
+    found.table, classes = class_table(
+        [(f, d["categories"]) for f, d, _ in loaded], background=True
+    )
     counts = []
-    for file, data in loaded:
-        folder = "" if annotations.coco else file.stem
-        images = image_files(data, file, tree, folder, found.rejected)
+    for file, data, folder in loaded:
+        images = image_files(root, data, file, tree, folder, found.rejected)
         per_image = annotations_by_image(data, file, found.rejected)
         for image_id, (rel, height, width) in images.items():
             mine = per_image.get(image_id, [])
@@ -93,14 +116,13 @@ def scan(root: Path, tree: Tree, annotations: AnnotationOptions) -> Found:
         listed = len(data.get("annotations", []))
         counts.append(f"{file.shown}, {len(images):,} images, {listed:,} annotations")
     found.why = "COCO instances: " + "; ".join(counts)
-    found.notes += coco_objects.boxes_only_note(loaded)
+    found.notes += coco_objects.boxes_only_note([(f, d) for f, d, _ in loaded])
+    if annotations.task == "auto":
+        found.notes.append(
+            "semantic masks by default; --task detection packs each object's box and label, "
+            "--task instances a mask per object too"
+        )
     _note_panoptic(tree, found)
-    if not annotations.coco:
-        found.notes += [
-            f"{f.shown}: no {f.stem}/ image folder beside annotations/, not packed"
-            for f in found_files(tree, "instances")
-            if f.stem not in tree[""].dirs
-        ]
     return found
 
 

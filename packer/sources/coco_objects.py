@@ -10,6 +10,7 @@ annotation id, reason) the pack records while the image and its other objects ar
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..errors import LabelError
 from .coco_files import JsonFile, annotations_by_image, class_table, image_files
@@ -115,7 +116,7 @@ class CocoObjects(ObjectsRecipe):
 
 
 def scan_objects(
-    loaded: list[tuple[JsonFile, dict, str]], tree: Tree, options: AnnotationOptions
+    root: Path, loaded: list[tuple[JsonFile, dict, str]], tree: Tree, options: AnnotationOptions
 ) -> Found:
     """Every image of every JSON (with the folder its `file_name`s are relative to, under SRC)
     as a sample whose mask slot holds its objects."""
@@ -125,7 +126,7 @@ def scan_objects(
     counts, boxes_only = [], 0
     instances = options.task == "instances"
     for file, data, folder in loaded:
-        images = image_files(data, file, tree, folder, found.rejected)
+        images = image_files(root, data, file, tree, folder, found.rejected)
         per_image = annotations_by_image(data, file, found.rejected)
         for image_id, (rel, height, width) in images.items():
             mine = per_image.get(image_id, [])

@@ -45,7 +45,7 @@ def scan(root: Path, tree: Tree, annotations: AnnotationOptions) -> Found:
     found.table, classes = class_table([(f, d["categories"]) for f, d in loaded], background=False)
     counts = []
     for file, data in loaded:
-        images = image_files(data, file, tree, file.stem, found.rejected)
+        images = image_files(root, data, file, tree, file.stem, found.rejected)
         pngs = join(ANNOTATIONS, f"panoptic_{file.stem}")
         segments = 0
         entries = data.get("annotations", [])

@@ -17,6 +17,7 @@ from ..errors import SourceError
 from ..flags import flag
 from . import ade20k, cityscapes, coco, coco_panoptic
 from .class_folders import CLASS_HELP, class_scan, refuse_twin_folders
+from .coco_exports import Cvat, Roboflow
 from .lists import list_file_note, scan_list_file
 from .mask_folders import (
     PAIR_HELP,
@@ -44,7 +45,7 @@ from .walk import folder_key, is_pack, kind, locate, resolve, walk
 
 # Layouts that recognise themselves by their files, tried in this order: each module has NAME,
 # detect(tree, annotations) -> why it fits or None, and scan(root, tree, annotations) -> Found.
-DATASET_LAYOUTS = {m.NAME: m for m in (coco, coco_panoptic, cityscapes, ade20k)}
+DATASET_LAYOUTS = {m.NAME: m for m in (coco, Cvat, Roboflow, coco_panoptic, cityscapes, ade20k)}
 LAYOUTS = ("auto", *DATASET_LAYOUTS, "class-folders", "mask-folders", "list")
 # Folders that mark annotations a layout must read: never class folders.
 ANNOTATION_FOLDERS = ("annotations", "gtFine", "gtCoarse")
