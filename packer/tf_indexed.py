@@ -205,7 +205,7 @@ class Passes:
     def _read(self, epoch: int, index: int) -> list[np.ndarray]:
         arrays = self.loader.read(index, epoch=epoch)  # ascending index order
         if self.loader.objects:
-            arrays = {**arrays, **self.loader.padder(self.loader.targets(index, epoch))}
+            arrays = {**arrays, **self.loader.padder(*self.loader.ragged_targets(index, epoch))}
         out = [arrays[f.name] for f in self.fields]
         if self.keys:
             out += [np.sort(self.loader.indices(index, epoch)), np.array(epoch, np.int64)]

@@ -196,7 +196,7 @@ class _Packed:
         if self._finish is not None:
             return self._raw_batch(index)
         if self.loader.objects:  # per image a dict of tensors, torchvision's detection input
-            return torch_device.detection_tensors(*self.loader.batch(index), self.layout)
+            return torch_device.detection_batch(self.loader, index, self.layout)
         if get_worker_info() is None or not handoff.AVAILABLE:
             images, targets = self.loader.batch(index)
             return _tensors([images, targets.astype(self._target_dtype, copy=False)], self.layout)

@@ -125,14 +125,27 @@ def from_arrays(arrays: list[np.ndarray], params: AugmentParams, finish: DeviceF
     return DeviceBatch(torch.from_numpy(arrays[0]), torch.from_numpy(arrays[1]), params, finish)
 
 
+def detection_batch(loader, index: int, layout: str):
+    """Batch `index` of a detection pack's Loader as `detection_tensors` gives it."""
+    images = loader.transform.normalizer(loader.read(index)["images"])
+    return detection_tensors(images, *loader.ragged_targets(index), layout)
+
+
 def detection_tensors(
-    images: np.ndarray, targets: list[dict[str, np.ndarray]], layout: str
+    images: np.ndarray, fields: dict[str, np.ndarray], counts: np.ndarray, layout: str
 ) -> tuple[torch.Tensor, list[dict[str, torch.Tensor]]]:
     """A detection batch as torchvision's detection models take it: images (NCHW as a
-    channels_last view) and per image a dict of tensors, labels int64."""
-    cast = {"labels": np.int64}
+    channels_last view) and per image a dict of tensors (labels int64), views of one tensor
+    per field, split by the images' object `counts`."""
+    sizes = counts.tolist()
+    split = {
+        k: torch.from_numpy(v.astype(np.int64 if k == "labels" else v.dtype, copy=False)).split(
+            sizes
+        )
+        for k, v in fields.items()
+    }
     return channels(torch.from_numpy(images), layout), [
-        {k: torch.from_numpy(v.astype(cast.get(k, v.dtype))) for k, v in t.items()} for t in targets
+        dict(zip(split, row, strict=True)) for row in zip(*split.values(), strict=True)
     ]
 
 

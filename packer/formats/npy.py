@@ -201,18 +201,26 @@ class NpyShardReader:
         self._maps: dict[str, np.ndarray] | None = None
         self._ragged: dict[Field, tuple[np.ndarray, np.ndarray]] | None = None
 
-    def read_objects(self, local: np.ndarray) -> list[dict[str, np.ndarray]]:
-        """The ragged fields of records `local`, one dict field name -> `[N, *shape]` each."""
+    def read_ragged(self, local: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """The ragged fields of records `local`: per field every row asked for, sample after
+        sample (one gather and one decode per field), and each sample's row count."""
         if self._ragged is None:
+            count = self.count + 1  # plain views of the memmaps: indexing a memmap is slow
             self._ragged = {
-                f: (_open_values(values), _open_memmap(offsets, self.count + 1))
+                f: (np.asarray(_open_values(values)), np.asarray(_open_memmap(offsets, count)))
                 for f, (values, offsets) in self.objects.items()
             }
-        out: list[dict[str, np.ndarray]] = [{} for _ in range(len(local))]
-        for f, (values, offsets) in self._ragged.items():
-            for row, i in enumerate(local.tolist()):
-                out[row][f.name] = f.decode(values[offsets[i] : offsets[i + 1]])
-        return out
+        if not self._ragged:
+            return {}, np.zeros(len(local), np.int64)
+        # every object field has the same rows per sample: find them once, in the first's offsets
+        offsets = next(iter(self._ragged.values()))[1]
+        starts, counts = offsets[local], offsets[local + 1] - offsets[local]
+        ends = np.cumsum(counts)
+        rows = np.repeat(starts - ends + counts, counts) + np.arange(ends[-1] if len(ends) else 0)
+        fields = {
+            f.name: f.decode(values.take(rows, axis=0)) for f, (values, _) in self._ragged.items()
+        }
+        return fields, counts
 
     def maps(self) -> dict[str, np.ndarray]:
         if self._maps is None:

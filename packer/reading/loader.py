@@ -187,10 +187,17 @@ class Loader:
         """A detection pack's per-sample targets of batch `index`, in ascending sample index."""
         return self.split.reader.objects(np.sort(self.indices(index, epoch)))
 
+    def ragged_targets(
+        self, index: int, epoch: int | None = None
+    ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """The same targets as one array per field (every object, sample after sample) and
+        each sample's object count."""
+        return self.split.reader.ragged(np.sort(self.indices(index, epoch)))
+
     def padded_batch(self, index: int, epoch: int | None = None) -> tuple[np.ndarray, dict]:
         """`(images, {"boxes": [B,max_boxes,4], "labels": [B,max_boxes]})` padded with -1."""
-        images, targets = self.batch(index, epoch)
-        return images, self.padder(targets)  # type: ignore[arg-type]
+        images = self.transform.normalizer(self.read(index, epoch)["images"])
+        return images, self.padder(*self.ragged_targets(index, epoch))
 
     def draw(self, index: int, epoch: int | None = None) -> AugmentParams:
         """The augmentation parameters of batch `index`, rows in ascending sample index (the

@@ -21,16 +21,18 @@ class Padder:
         self.max_boxes = max_boxes
         self.cut = 0
 
-    def __call__(self, targets: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-        count = len(targets)
-        boxes = np.full((count, self.max_boxes, 4), PAD, np.float32)
-        labels = np.full((count, self.max_boxes), PAD, np.int32)
-        cut = 0
-        for row, target in enumerate(targets):
-            n = min(len(target["labels"]), self.max_boxes)
-            cut += len(target["labels"]) - n
-            boxes[row, :n] = target["boxes"][:n]
-            labels[row, :n] = target["labels"][:n]
+    def __call__(self, fields: dict[str, np.ndarray], counts: np.ndarray) -> dict[str, np.ndarray]:
+        """Padded targets of a batch's ragged fields (every row, sample after sample) and
+        each sample's row count."""
+        batch = len(counts)
+        boxes = np.full((batch, self.max_boxes, 4), PAD, np.float32)
+        labels = np.full((batch, self.max_boxes), PAD, np.int32)
+        row = np.repeat(np.arange(batch), counts)
+        place = np.arange(len(row)) - np.repeat(np.cumsum(counts) - counts, counts)
+        keep = place < self.max_boxes
+        boxes[row[keep], place[keep]] = fields["boxes"][keep]
+        labels[row[keep], place[keep]] = fields["labels"][keep]
+        cut = int((~keep).sum())
         if cut:
             if not self.cut:
                 warnings.warn(
