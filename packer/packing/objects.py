@@ -20,7 +20,8 @@ import cv2
 import numpy as np
 
 from ..errors import LabelError
-from ..imaging import Placement, pad_to_canvas, resample_mask
+from ..imaging import Placement
+from ..imaging.geometry import nearest_indices
 from ..sources import SourceObject
 
 MIN_SIDE = 1.0  # pixels: smaller boxes (after the geometry) are dropped, and counted
@@ -38,33 +39,37 @@ def place_boxes(boxes: np.ndarray, placement: Placement) -> np.ndarray:
     return np.clip(out, low, high)
 
 
-def rasterise(shape: tuple, size: tuple[int, int]) -> np.ndarray:
-    """One object's 0/1 uint8 plane (H, W) at the source size (W, H); LabelError when its
-    shape cannot be drawn there."""
-    width, height = size
-    kind, data = shape
-    if kind == "fill":
-        plane = np.zeros((height, width), np.uint8)
-        points = [np.asarray(p, np.float64).reshape(-1, 2).astype(np.int32) for p in data]
-        return cv2.fillPoly(plane, points, 1)
+def rle_of(shape: tuple, size: tuple[int, int]) -> dict:
+    """A COCO polygon or RLE shape as one pycocotools RLE at the source size (W, H), made as
+    `COCO.annToRLE` makes it; LabelError when it cannot be drawn there."""
     from pycocotools import mask as coco_mask  # loaded where masks are drawn: the workers
 
+    width, height = size
+    kind, data = shape
     if kind == "polygons":
-        rle = coco_mask.merge(coco_mask.frPyObjects([list(p) for p in data], height, width))
-    elif kind == "rle":
-        if list(data["size"]) != [height, width]:
-            h, w = data["size"]
-            raise LabelError(f"an RLE of {w}x{h} pixels, its image is {width}x{height}")
-        counts = data["counts"]
-        if isinstance(counts, str):
-            rle = {"size": [height, width], "counts": counts.encode()}
-        else:
-            rle = coco_mask.frPyObjects({"size": [height, width], "counts": counts}, height, width)
-    else:
+        return coco_mask.merge(coco_mask.frPyObjects([list(p) for p in data], height, width))
+    if kind != "rle":
         raise LabelError(f"an object shape of unknown kind {kind!r}")
-    with warnings.catch_warnings():  # pycocotools' decode under NumPy 2 warns of a copy
-        warnings.simplefilter("ignore", DeprecationWarning)
-        return np.ascontiguousarray(coco_mask.decode(rle))
+    if list(data["size"]) != [height, width]:
+        h, w = data["size"]
+        raise LabelError(f"an RLE of {w}x{h} pixels, its image is {width}x{height}")
+    counts = data["counts"]
+    if isinstance(counts, str):
+        return {"size": [height, width], "counts": counts.encode()}
+    return coco_mask.frPyObjects({"size": [height, width], "counts": counts}, height, width)
+
+
+def filled(shape: tuple | None, box: tuple, size: tuple[int, int]) -> np.ndarray:
+    """A plane (H, W) of a "fill" polygon shape, as Ultralytics' `polygon2mask` fills it with
+    OpenCV, or of the box itself when there is no shape."""
+    width, height = size
+    plane = np.zeros((height, width), np.uint8)
+    if shape is None:
+        x1, y1, x2, y2 = (int(round(v)) for v in box)
+        plane[max(y1, 0) : y2, max(x1, 0) : x2] = 1
+        return plane
+    points = [np.asarray(p, np.float64).reshape(-1, 2).astype(np.int32) for p in shape[1]]
+    return cv2.fillPoly(plane, points, 1)
 
 
 def object_record(
@@ -102,22 +107,40 @@ def object_record(
 def _masks(
     objects: list[SourceObject], size: tuple[int, int], placement: Placement
 ) -> tuple[np.ndarray, dict[int, str]]:
-    """Per-object planes `[N,H,W]` in output pixels (an object without a shape fills its box),
-    and the objects whose shape could not be drawn (index: why)."""
+    """Per-object planes `[N,H,W]` in output pixels, and the objects whose shape could not be
+    drawn (index: why). Planes are made column-major, (N, W, H), as pycocotools decodes them
+    (no copy), resampled there, and turned back once."""
+    from pycocotools import mask as coco_mask
+
     width, height = size
-    out_w, out_h = placement.size
     failed: dict[int, str] = {}
-    if not objects:
-        return np.zeros((0, out_h, out_w), np.uint8), failed
-    planes = np.zeros((height, width, len(objects)), np.uint8)
+    rles, drawn, others = [], [], {}
     for i, o in enumerate(objects):
-        if o.shape is None:
-            x1, y1, x2, y2 = (round(v) for v in o.box)
-            planes[max(y1, 0) : y2, max(x1, 0) : x2, i] = 1
+        if o.shape is None or o.shape[0] == "fill":
+            others[i] = filled(o.shape, o.box, size).T
             continue
         try:
-            planes[:, :, i] = rasterise(o.shape, size)
+            rles.append(rle_of(o.shape, size))
+            drawn.append(i)
         except LabelError as exc:
             failed[i] = str(exc)
-    placed = pad_to_canvas(resample_mask(planes, placement), placement, 0)
-    return np.ascontiguousarray(placed.transpose(2, 0, 1)), failed
+    with warnings.catch_warnings():  # pycocotools' decode under NumPy 2 warns of a copy
+        warnings.simplefilter("ignore", DeprecationWarning)
+        decoded = coco_mask.decode(rles).transpose(2, 1, 0) if rles else None
+    if rles and len(drawn) == len(objects):
+        planes = decoded  # the common case: every plane from pycocotools, not copied
+    else:
+        planes = np.zeros((len(objects), width, height), np.uint8)
+        if rles:
+            planes[drawn] = decoded
+        for i, plane in others.items():
+            planes[i] = plane
+    x0, y0, x1, y1 = placement.crop
+    w, h = placement.scaled
+    cols, rows = nearest_indices(x0, x1, w), nearest_indices(y0, y1, h)
+    scaled = planes.take(cols, axis=1).take(rows, axis=2)
+    out_w, out_h = placement.size
+    ox, oy = placement.offset
+    canvas = np.zeros((len(objects), out_h, out_w), np.uint8)
+    canvas[:, oy : oy + h, ox : ox + w] = scaled.transpose(0, 2, 1)
+    return canvas, failed
