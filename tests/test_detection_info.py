@@ -62,3 +62,11 @@ def test_preview_draws_boxes_in_class_colours(pack, tmp_path):
     colors = class_colors(pack)
     present = {tuple(p) for p in np.unique(pixels, axis=0)}
     assert tuple(int(v) for v in colors[1]) in present  # car's boxes and outlines
+
+
+def test_verify_and_bench_take_a_detection_pack(pack):
+    verified = CliRunner().invoke(main, ["verify", str(pack.root)])
+    assert verified.exit_code == 0 and "every file matches" in verified.output
+    bench = CliRunner().invoke(main, ["bench", str(pack.root), "--seconds", "0.2", "--json"])
+    assert bench.exit_code == 0, bench.output
+    assert "naive decode of the sources" in bench.output  # annotations are no mask files
