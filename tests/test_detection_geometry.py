@@ -42,7 +42,7 @@ def rotated_source(root: Path) -> Path:
                 "bbox": [x1, y1, x2 - x1, y2 - y1],
                 "segmentation": [[x1, y1, x2, y1, x2, y2, x1, y2]],
             }
-        ],  # fmt: skip
+        ],
         "categories": [{"id": 1, "name": "rect"}],
     }
     (root / "annotations").mkdir()

@@ -65,7 +65,7 @@ def filled(shape: tuple | None, box: tuple, size: tuple[int, int]) -> np.ndarray
     width, height = size
     plane = np.zeros((height, width), np.uint8)
     if shape is None:
-        x1, y1, x2, y2 = (int(round(v)) for v in box)
+        x1, y1, x2, y2 = np.round(box).astype(int).tolist()
         plane[max(y1, 0) : y2, max(x1, 0) : x2] = 1
         return plane
     points = [np.asarray(p, np.float64).reshape(-1, 2).astype(np.int32) for p in shape[1]]
