@@ -74,32 +74,29 @@ class ChunkWriter:
             )
             for f in fixed(fields)
         ]
-        self._ragged = [
-            (
-                f,
-                part_path(part_dir, task.shard, task.chunk, f"{f.name}.values").open("wb"),
-                part_path(part_dir, task.shard, task.chunk, f"{f.name}.counts").open("wb"),
-            )
-            for f in ragged(fields)
-        ]
+        self._objects = ragged(fields)  # buffered, one part file per chunk at close
+        self._objects_part = part_path(part_dir, task.shard, task.chunk, "objects")
+        self._rows: list[list[bytes]] = [[] for _ in self._objects]
+        self._counts: list[int] = []
 
     def write(self, record: dict[str, np.ndarray]) -> None:
         for field, fd, base in self._targets:
             array = field.coerce(record[field.name])
             pwrite_all(fd, memoryview(array).cast("B"), base + self.count * field.nbytes)
-        for field, values, counts in self._ragged:
-            rows = field.encode(record[field.name])
-            values.write(rows.tobytes())
-            counts.write(len(rows).to_bytes(8, "little"))
+        for field, rows in zip(self._objects, self._rows, strict=True):
+            encoded = field.encode(record[field.name])
+            rows.append(encoded.tobytes())
+        if self._objects:
+            self._counts.append(len(record[self._objects[0].name]))
         self.count += 1
 
     def close(self) -> None:
         for field, fd, base in self._targets:
             start_writeback(fd, base, self.count * field.nbytes)
             os.close(fd)
-        for _, values, counts in self._ragged:
-            values.close()
-            counts.close()
+        if self._objects:  # counts (int64 each), then each field's rows, in field order
+            counts = np.asarray(self._counts, "<i8").tobytes()
+            self._objects_part.write_bytes(b"".join([counts, *(b"".join(r) for r in self._rows)]))
         self._kept.write_text(f"{self.start} {self.count}")  # where the chunk's records lie
 
 
@@ -126,9 +123,10 @@ def finalize(job: ShardJob) -> list[FileInfo]:
         final = job.out / job.split / file_name(job.shard, f.name)
         os.replace(data, final)
         files.append(FileInfo(final.relative_to(job.out).as_posix(), size, digest))
+    files += _finalize_ragged(job)
     for k in kept_files:
         k.unlink()
-    return files + [info for f in ragged(job.fields) for info in _finalize_ragged(job, f)]
+    return files
 
 
 def offsets_name(shard: str, field: str) -> str:
@@ -137,25 +135,40 @@ def offsets_name(shard: str, field: str) -> str:
     return f"{shard}.{field}.offsets.npy"
 
 
-def _finalize_ragged(job: ShardJob, f: Field) -> list[FileInfo]:
-    """A ragged field's values file (every object's row, in record order) and offsets file."""
-    values = [part_path(job.part_dir, job.shard, c, f"{f.name}.values") for c in job.chunks]
-    counts = [part_path(job.part_dir, job.shard, c, f"{f.name}.counts") for c in job.chunks]
-    per_record = np.concatenate([np.fromfile(c, "<i8") for c in counts] or [np.zeros(0, "<i8")])
-    offsets = np.concatenate([[0], np.cumsum(per_record)]).astype("<i8")
-    rows = Field(f.name, f.stored_shape, f.stored_dtype)
+def _finalize_ragged(job: ShardJob) -> list[FileInfo]:
+    """Each ragged field's values file (every object's row, in record order) and offsets
+    file, from the chunks' objects parts."""
+    fields = ragged(job.fields)
+    if not fields:
+        return []
+    parts = [part_path(job.part_dir, job.shard, c, "objects") for c in job.chunks]
+    chunks = [p.read_bytes() for p in parts]
+    runs = [tuple(int(v) for v in part_path(job.part_dir, job.shard, c, "kept").read_text().split())
+            for c in job.chunks]  # fmt: skip
+    counts = [
+        np.frombuffer(data, "<i8", kept) for data, (_, kept) in zip(chunks, runs, strict=True)
+    ]
+    offsets = np.concatenate([[0], np.cumsum(np.concatenate([np.zeros(0, "<i8"), *counts]))])
+    offsets = offsets.astype("<i8")
     split_dir = job.out / job.split
-    found = [
-        write_atomic(
-            split_dir / file_name(job.shard, f.name), job.out, npy_header(rows, int(offsets[-1])),
-            values,
-        ),
-        write_atomic(
+    found = []
+    starts = [8 * len(c) for c in counts]  # where each chunk's first field begins
+    for f in fields:
+        pieces = []
+        for k, (data, chunk_counts) in enumerate(zip(chunks, counts, strict=True)):
+            size = int(chunk_counts.sum()) * f.nbytes
+            pieces.append(data[starts[k] : starts[k] + size])
+            starts[k] += size
+        rows = Field(f.name, f.stored_shape, f.stored_dtype)
+        found.append(write_atomic(
+            split_dir / file_name(job.shard, f.name), job.out,
+            npy_header(rows, int(offsets[-1])), pieces,
+        ))  # fmt: skip
+        found.append(write_atomic(
             split_dir / offsets_name(job.shard, f.name), job.out,
             npy_header(Field("offsets", (), "<i8"), len(offsets)), [offsets.tobytes()],
-        ),
-    ]  # fmt: skip
-    for part in (*values, *counts):
+        ))  # fmt: skip
+    for part in parts:
         part.unlink()
     return found
 
