@@ -138,9 +138,19 @@ def _masks(
     x0, y0, x1, y1 = placement.crop
     w, h = placement.scaled
     cols, rows = nearest_indices(x0, x1, w), nearest_indices(y0, y1, h)
-    scaled = planes.take(cols, axis=1).take(rows, axis=2)
+    scaled = _gather(_gather(planes, cols, 1), rows, 2)
     out_w, out_h = placement.size
     ox, oy = placement.offset
     canvas = np.zeros((len(objects), out_h, out_w), np.uint8)
     canvas[:, oy : oy + h, ox : ox + w] = scaled.transpose(0, 2, 1)
     return canvas, failed
+
+
+def _gather(array: np.ndarray, indices: np.ndarray, axis: int) -> np.ndarray:
+    """`array.take(indices, axis)`, as a view when the indices are one contiguous run (a crop
+    without resizing along that axis)."""
+    if len(indices) and indices[-1] - indices[0] == len(indices) - 1:
+        index = [slice(None)] * array.ndim
+        index[axis] = slice(int(indices[0]), int(indices[-1]) + 1)
+        return array[tuple(index)]
+    return array.take(indices, axis=axis)
