@@ -156,6 +156,9 @@ def bad_coco(root: Path) -> Path:
 
 def test_bad_annotations_are_named_and_the_rest_kept(tmp_path):
     src = bad_coco(tmp_path / "bad")
+    dry = CliRunner().invoke(pack_command, [str(src), "--dry-run", "--task", "instances"])
+    assert "3 annotations will be left out of their images" in dry.output
+    assert "#annotation 2: a box of negative size (-4x5)" in dry.output
     args = [str(src), "--out", str(tmp_path / "p"), "--task", "instances", "--size", "40x30"]
     result = CliRunner().invoke(pack_command, args)
     assert result.exit_code == 0, result.output
@@ -192,3 +195,12 @@ def test_workers_give_the_same_bytes(coco_src, tmp_path):
     three = packer.pack(coco_src, out=tmp_path / "c", size=(24, 24), task="instances", workers=2)
     assert manifest_hashes(one.root) == manifest_hashes(three.root)
     assert two["train"].count == one["train"].count
+
+
+def test_panoptic_json_asked_for_objects_says_where_they_are(tmp_path):
+    from tests.coco_fixtures import make_panoptic
+
+    src, _ = make_panoptic(tmp_path / "pan")
+    result = CliRunner().invoke(pack_command, [str(src), "--dry-run", "--task", "detection"])
+    assert result.exit_code == 1
+    assert "COCO panoptic PNGs give segmentation" in result.output

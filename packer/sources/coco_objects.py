@@ -123,7 +123,7 @@ def scan_objects(
     found = Found("coco", options.task, "COCO instances JSON", split_origin="COCO annotation files")
     found.table, classes = class_table([(f, d["categories"]) for f, d, _ in loaded], False)
     found.class_names = list(found.table.names)
-    counts, boxes_only = [], 0
+    counts, boxes_only, problems_seen = [], 0, []
     instances = options.task == "instances"
     for file, data, folder in loaded:
         images = image_files(root, data, file, tree, folder, found.rejected)
@@ -132,6 +132,7 @@ def scan_objects(
             mine = per_image.get(image_id, [])
             kept, problems = annotations_of(mine, classes, options.crowd, file, instances)
             boxes_only += sum("no segmentation to draw" in p for p in problems)
+            problems_seen += problems
             digest = digest_of(
                 [options.task, options.crowd, height, width]
                 + [[a.get(k) for k in ("id", "category_id", "iscrowd", "bbox", "segmentation")]
@@ -142,6 +143,12 @@ def scan_objects(
         listed = len(data.get("annotations", []))
         counts.append(f"{file.shown}, {len(images):,} images, {listed:,} annotations")
     found.why = f"COCO instances as {options.task}: " + "; ".join(counts)
+    if problems_seen:
+        shown = "; ".join(problems_seen[:3]) + ("; ..." if len(problems_seen) > 3 else "")
+        found.notes.append(
+            f"{len(problems_seen):,} annotations will be left out of their images (listed in the "
+            f"manifest's dropped_objects): {shown}"
+        )
     if boxes_only:
         found.notes.append(
             f"{boxes_only:,} annotations have boxes but no segmentation: --task instances "

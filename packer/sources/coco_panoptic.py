@@ -35,6 +35,11 @@ def detect(tree: Tree, annotations: AnnotationOptions) -> str | None:
 
 def scan(root: Path, tree: Tree, annotations: AnnotationOptions) -> Found:
     """Every image with a panoptic PNG, its segments mapped to classes."""
+    if annotations.task not in ("auto", "segmentation"):
+        raise SourceError(
+            f"{flag('task', annotations.task)}: COCO panoptic PNGs give segmentation; for "
+            f"objects pack the instances JSON ({flag('layout', 'coco')})"
+        )
     files = _files(tree)
     if not files:
         raise SourceError(
