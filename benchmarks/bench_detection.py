@@ -13,8 +13,13 @@ Part 2, reading (warm page cache, files re-read just before): batches of 16 (480
     packer.torch detection batches (0 workers) / PackedSequence on the images-only pack,
     target >= 0.8
 
-(torchvision's CocoDetection + transforms.v2 is the issue's other baseline; torchvision does
-not import with the CPU-only torch wheel here, so it is measured only where it imports.)
+    packer.torch detection batches / a per-step COCO loader in a DataLoader with 2 workers,
+    target >= 10
+
+The per-step loader is torchvision's `CocoDetection` + `transforms.v2.Resize` where torchvision
+imports; with the CPU-only torch wheel here it does not (`operator torchvision::nms does not
+exist`), and a stand-in doing the same work runs instead: PIL decode, RGB, resize to 480x352,
+boxes scaled, tensors, per image (the table says which ran).
 
     python benchmarks/bench_detection.py [--images 400] [--rounds 3] [--seconds 3]
 """
@@ -110,6 +115,76 @@ def read_rate(make_batch, batches: int, seconds: float) -> float:
     return images / (time.perf_counter() - start)
 
 
+class PerStepCoco:
+    """What a per-step COCO loader does for each image: decode, resize, move the boxes."""
+
+    def __init__(self, root: Path) -> None:
+        data = json.loads((root / "annotations" / "instances_train.json").read_text())
+        self.root = root / "train"
+        self.images = data["images"]
+        self.boxes: dict[int, list] = {}
+        for a in data["annotations"]:
+            self.boxes.setdefault(a["image_id"], []).append(a)
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def __getitem__(self, index: int):
+        import torch
+
+        entry = self.images[index]
+        image = Image.open(self.root / entry["file_name"]).convert("RGB").resize((480, 352))
+        scale = np.array([480 / entry["width"], 352 / entry["height"]] * 2, np.float32)
+        anns = self.boxes.get(entry["id"], [])
+        boxes = np.array([[x, y, x + w, y + h] for x, y, w, h in (a["bbox"] for a in anns)])
+        target = {
+            "boxes": torch.from_numpy((boxes.reshape(-1, 4) * scale).astype(np.float32)),
+            "labels": torch.tensor([a["category_id"] for a in anns], dtype=torch.int64),
+        }
+        return torch.from_numpy(np.asarray(image)), target
+
+
+def per_step_loader(root: Path):
+    """torchvision's CocoDetection + transforms.v2 when it imports, else the stand-in; and
+    its name for the table."""
+    import torch
+
+    try:
+        from torchvision.datasets import CocoDetection, wrap_dataset_for_transforms_v2
+        from torchvision.transforms import v2
+
+        dataset = wrap_dataset_for_transforms_v2(
+            CocoDetection(
+                str(root / "train"),
+                str(root / "annotations" / "instances_train.json"),
+                transforms=v2.Compose([v2.ToImage(), v2.Resize((352, 480))]),
+            )
+        )
+        name = "torchvision CocoDetection + transforms.v2, DataLoader 2 workers"
+    except Exception:
+        dataset = PerStepCoco(root)
+        name = "per-step stand-in (PIL decode + resize + boxes), DataLoader 2 workers"
+    loader = torch.utils.data.DataLoader(
+        dataset, batch_size=16, shuffle=True, num_workers=2, collate_fn=pairs
+    )
+    return name, loader
+
+
+def pairs(batch: list) -> tuple:
+    """(images, targets) of a batch of (image, target) items, as detection loaders collate."""
+    return tuple(zip(*batch, strict=True))
+
+
+def loader_rate(loader, seconds: float) -> float:
+    images, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        for batch, _ in loader:
+            images += len(batch)
+            if time.perf_counter() - start >= seconds:
+                break
+    return images / (time.perf_counter() - start)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--images", type=int, default=400)
@@ -157,6 +232,11 @@ def main() -> None:
             print(f"| {name} | {rate:,.0f} |")
         ratio = read["packer.torch detection batches"] / read["PackedSequence, images only"]
         print(f"packer.torch detection / PackedSequence images only: {ratio:.2f} (target >= 0.8)")
+        name, loader = per_step_loader(coco)
+        step = statistics.median(loader_rate(loader, args.seconds) for _ in range(args.rounds))
+        print(f"| {name} | {step:,.0f} |")
+        det = read["packer.torch detection batches"]
+        print(f"packer.torch detection / {name}: {det / step:.1f} (target >= 10)")
 
 
 if __name__ == "__main__":

@@ -75,15 +75,16 @@ class Field:
             return np.packbits(flat, axis=1).reshape(len(array), *self.stored_shape)
         return np.ascontiguousarray(array)
 
-    def decode(self, rows: np.ndarray) -> np.ndarray:
-        """Stored rows `[N, *stored_shape]` (any bytes-like of N rows) as `[N, *shape]`."""
+    def decode(self, rows: np.ndarray, copy: bool = True) -> np.ndarray:
+        """Stored rows `[N, *stored_shape]` (any bytes-like of N rows) as `[N, *shape]`; a
+        copy unless `copy=False` (rows the caller owns, e.g. just gathered)."""
         rows = np.asarray(rows, self.stored_dtype)
         rows = rows.reshape(rows.size // max(self.nbytes // rows.itemsize, 1), *self.stored_shape)
         if self.packing == "bits":
             pixels = int(np.prod(self.shape, dtype=np.int64))
             bits = np.unpackbits(rows, axis=1, count=pixels)
             return bits.reshape(len(rows), *self.shape).astype(self.dtype, copy=False)
-        return np.array(rows)  # a copy: never a view of a memmap or a record's bytes
+        return np.array(rows) if copy else rows  # never a view of a memmap or a record's bytes
 
     @classmethod
     def from_json(cls, data: dict) -> Field:

@@ -127,8 +127,7 @@ def from_arrays(arrays: list[np.ndarray], params: AugmentParams, finish: DeviceF
 
 def detection_batch(loader, index: int, layout: str):
     """Batch `index` of a detection pack's Loader as `detection_tensors` gives it."""
-    images = loader.transform.normalizer(loader.read(index)["images"])
-    return detection_tensors(images, *loader.ragged_targets(index), layout)
+    return detection_tensors(*loader.objects_batch(index), layout)
 
 
 def detection_tensors(

@@ -231,7 +231,8 @@ class NpyShardReader:
         ends = np.cumsum(counts)
         rows = np.repeat(starts - ends + counts, counts) + np.arange(ends[-1] if len(ends) else 0)
         fields = {
-            f.name: f.decode(values.take(rows, axis=0)) for f, (values, _) in self._ragged.items()
+            f.name: f.decode(values.take(rows, axis=0), copy=False)
+            for f, (values, _) in self._ragged.items()
         }
         return fields, counts
 

@@ -194,10 +194,24 @@ class Loader:
         each sample's object count."""
         return self.split.reader.ragged(np.sort(self.indices(index, epoch)))
 
+    def objects_batch(
+        self, index: int, epoch: int | None = None
+    ) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
+        """A detection pack's batch `index` at once: images (normalised as asked), one array
+        per object field (every object, sample after sample) and each sample's object count,
+        in ascending sample index."""
+        p = self.pass_of(epoch)
+        indices = np.sort(self.sampler.batch(p, index))
+        if self.sampler.shuffle == "windows":
+            self._prefetch_windows(p, index)
+        reader = self.split.reader
+        images = self.transform.normalizer(reader.read(indices)["images"])
+        return images, *reader.ragged(indices)
+
     def padded_batch(self, index: int, epoch: int | None = None) -> tuple[np.ndarray, dict]:
         """`(images, {"boxes": [B,max_boxes,4], "labels": [B,max_boxes]})` padded with -1."""
-        images = self.transform.normalizer(self.read(index, epoch)["images"])
-        return images, self.padder(*self.ragged_targets(index, epoch))
+        images, fields, counts = self.objects_batch(index, epoch)
+        return images, self.padder(fields, counts)
 
     def draw(self, index: int, epoch: int | None = None) -> AugmentParams:
         """The augmentation parameters of batch `index`, rows in ascending sample index (the
