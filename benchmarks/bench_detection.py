@@ -141,7 +141,7 @@ class PerStepCoco:
             "boxes": torch.from_numpy((boxes.reshape(-1, 4) * scale).astype(np.float32)),
             "labels": torch.tensor([a["category_id"] for a in anns], dtype=torch.int64),
         }
-        return torch.from_numpy(np.asarray(image)), target
+        return torch.from_numpy(np.array(image)), target
 
 
 def per_step_loader(root: Path):
@@ -226,17 +226,18 @@ def main() -> None:
                 warm(tmp / ("detection" if "torch" in name else "images"))
                 reads[name].append(read_rate(reader.__getitem__, len(reader), args.seconds))
         read = {k: statistics.median(v) for k, v in reads.items()}
+        name, loader = per_step_loader(coco)
+        read[name] = statistics.median(
+            loader_rate(loader, args.seconds) for _ in range(args.rounds)
+        )
         print(f"\nread, batches of 16 480x352, warm cache, median of {args.rounds}")
         print("| reader | img/s |\n|---|---:|")
-        for name, rate in read.items():
-            print(f"| {name} | {rate:,.0f} |")
-        ratio = read["packer.torch detection batches"] / read["PackedSequence, images only"]
-        print(f"packer.torch detection / PackedSequence images only: {ratio:.2f} (target >= 0.8)")
-        name, loader = per_step_loader(coco)
-        step = statistics.median(loader_rate(loader, args.seconds) for _ in range(args.rounds))
-        print(f"| {name} | {step:,.0f} |")
+        for reader, rate in read.items():
+            print(f"| {reader} | {rate:,.0f} |")
         det = read["packer.torch detection batches"]
-        print(f"packer.torch detection / {name}: {det / step:.1f} (target >= 10)")
+        ratio = det / read["PackedSequence, images only"]
+        print(f"packer.torch detection / PackedSequence images only: {ratio:.2f} (target >= 0.8)")
+        print(f"packer.torch detection / {name}: {det / read[name]:.1f} (target >= 10)")
 
 
 if __name__ == "__main__":
