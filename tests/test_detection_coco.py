@@ -204,3 +204,10 @@ def test_panoptic_json_asked_for_objects_says_where_they_are(tmp_path):
     result = CliRunner().invoke(pack_command, [str(src), "--dry-run", "--task", "detection"])
     assert result.exit_code == 1
     assert "COCO panoptic PNGs give segmentation" in result.output
+
+
+def test_class_mapping_is_refused_for_objects(coco_src, tmp_path):
+    args = [str(coco_src), "--dry-run", "--task", "detection", "--ignore-class", "dog"]
+    result = CliRunner().invoke(pack_command, args)
+    assert result.exit_code == 1
+    assert "do not apply to detection packs yet" in result.output

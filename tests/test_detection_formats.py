@@ -153,3 +153,13 @@ def test_the_same_bytes_whatever_the_workers(tmp_path, fmt):
     assert len(packer.open(two.root)["train"].shards) > 1  # smaller shards, the same samples
     for want, got in zip(targets(one.root), targets(two.root), strict=True):
         np.testing.assert_array_equal(got["masks"], want["masks"])
+
+
+def test_gzip_tfrecords_stream_the_same_objects(packs, tmp_path):
+    src = packer.open(packs["npy"]).manifest["source"]["root"]
+    gz = packer.pack(
+        src, out=tmp_path / "gz", format="tfrecord", compression="gzip", size=SIZE, task="instances"
+    )
+    for want, got in zip(targets(packs["npy"]), targets(gz.root), strict=True):
+        np.testing.assert_allclose(got["boxes"], want["boxes"], atol=1e-4)
+        np.testing.assert_array_equal(got["masks"], want["masks"])
