@@ -23,8 +23,8 @@ from ..errors import PackError
 from ..flags import flag, on_command_line
 from ..imaging import Geometry
 from ..labels import ClassTable, mask_dtype
-from ..options import refuse_unknown, resolve, with_signature
 from ..manifest import OBJECT_TASKS
+from ..options import refuse_unknown, resolve, with_signature
 from ..schema import fields_for, record_bytes
 from ..sources import AnnotationOptions, Sample, SourceScan, mask_files, mask_line, scan
 from .classes import class_mapping, class_table, relabelled
