@@ -67,7 +67,8 @@ def samples(part: Split, count: int, seed: int) -> tuple[np.ndarray, dict[str, n
     if not part.random_access:
         records = list(part.records(limit=count))
         batch = {k: np.stack([r[k] for r in records]) for k in records[0] if k not in objects}
-        return np.arange(len(records)), batch, [{k: r[k] for k in objects} for r in records]
+        targets = [{k: r[k] for k in objects} for r in records] if objects else []
+        return np.arange(len(records)), batch, targets
     chosen = np.sort(np.random.default_rng(seed).permutation(part.count)[:count])
     return chosen, part.reader.read(chosen), part.reader.objects(chosen) if objects else []
 
