@@ -114,7 +114,12 @@ def test_recordio_holds_mxnets_detection_label(packs):
     shard = packer.open(path)["train"].shards[0]["name"]
     parsed = mxnet_records(path / "train" / f"{shard}.rec", path / "train" / f"{shard}.idx")
     width, height = SIZE
-    for (_, values, _), want in zip(parsed, targets(path), strict=True):
+    for (_, values, payload), want in zip(parsed, targets(path), strict=True):
+        count, plane, magic = struct.unpack_from("<II4s", payload, len(payload) - 12)
+        assert magic == b"PKOB" and count == len(want["labels"])
+        rows = np.frombuffer(payload, np.uint8, count * plane, len(payload) - 12 - count * plane)
+        bits = np.unpackbits(rows.reshape(count, plane), axis=1, count=height * width)
+        np.testing.assert_array_equal(bits.reshape(want["masks"].shape), want["masks"])
         assert values[:2].tolist() == [2, 7]  # header width, object width
         table = values[2:].reshape(-1, 7)
         assert table[:, 0].tolist() == want["labels"].tolist()
@@ -167,3 +172,15 @@ def test_gzip_tfrecords_stream_the_same_objects(packs, tmp_path):
 
     shown = save(gz.root, tmp_path / "grid.png", count=3)  # in file order, objects drawn
     assert shown.path.is_file() and "the first 3" in shown.text
+
+
+def test_jpeg_recordio_keeps_the_objects_after_the_image(packs, tmp_path):
+    src = packer.open(packs["npy"]).manifest["source"]["root"]
+    jpeg = packer.pack(
+        src, out=tmp_path / "j", format="recordio", encoding="jpeg", size=SIZE, task="instances"
+    )
+    for want, got in zip(targets(packs["npy"]), targets(jpeg.root), strict=True):
+        np.testing.assert_allclose(got["boxes"], want["boxes"], atol=1e-4)
+        np.testing.assert_array_equal(got["masks"], want["masks"])
+    image = packer.open(jpeg.root)["train"][0][0]
+    assert image.shape == (SIZE[1], SIZE[0], 3)
