@@ -162,7 +162,7 @@ def naive_rate(split: Split, seconds: float) -> float | None:
     def step() -> int:
         for image_path, mask_path in sources:
             image = cv2.resize(cv2.imread(image_path), (width, height)).astype(np.float32) / 255
-            if mask_path is not None:
+            if mask_path is not None and Path(mask_path).is_file():  # not annotations in a JSON
                 mask = cv2.imread(mask_path, cv2.IMREAD_UNCHANGED)
                 mask = cv2.resize(mask, (width, height), interpolation=cv2.INTER_NEAREST)
                 np.stack([mask == c for c in range(classes)], -1).astype(np.float32)

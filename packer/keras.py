@@ -118,7 +118,12 @@ class PackedSequence(keras.utils.PyDataset):
             raise IndexError(f"batch {index} out of range ({len(self)} batches)")
         if self.pipeline_workers:
             return self._started_pipeline()[index]
-        return self.loader.batch(index)
+        return self._produce(index)
+
+    @property
+    def _produce(self):
+        """What makes a batch: a detection pack's targets padded to max_boxes (KerasHub's)."""
+        return self.loader.padded_batch if self.loader.objects else self.loader.batch
 
     def __getstate__(self) -> dict:
         state = {**self.__dict__, "_pipeline": None}  # workers stay with their parent
@@ -144,7 +149,7 @@ class PackedSequence(keras.utils.PyDataset):
         with self._starting:
             if self._pipeline is None:
                 self._pipeline = Pipeline(
-                    self.loader.batch, len(self), self.pipeline_workers, self.max_ahead
+                    self._produce, len(self), self.pipeline_workers, self.max_ahead
                 )
             return self._pipeline
 

@@ -20,6 +20,7 @@ from .schema import Field
 
 MANIFEST_NAME = "dataset.json"
 FORMAT_VERSION = 1
+OBJECT_TASKS = ("detection", "instances")  # tasks whose samples hold objects
 
 
 def build(
@@ -75,6 +76,11 @@ def build(
         "run": {**run, "backends": dict(sorted(backends.items()))},
         "rejected": rejected + [x for r in receipts for x in r["rejected"]],
         "unknown_labels": [u for r in receipts for u in r["unknown"]],
+        **(
+            {"dropped_objects": [d for r in receipts for d in r.get("dropped", [])]}
+            if task in OBJECT_TASKS
+            else {}
+        ),
         "stats": _all_stats(task, table, receipts),
     }
 
@@ -105,12 +111,34 @@ def _stats(task: str, table: ClassTable, receipts: list[dict]) -> dict:
     std = np.sqrt(np.maximum(var, 0.0))
     known = {c.index for c in table.classes}
     count_key = "class_pixels" if task == "segmentation" else "class_images"
+    if task in OBJECT_TASKS:
+        count_key = "class_objects"
+        objects: Counter = Counter()
+        for r in receipts:
+            objects.update(r.get("objects", {}))
     return {
         "mean": [round(float(v), 4) for v in np.nan_to_num(mean)],
         "std": [round(float(v), 4) for v in np.nan_to_num(std)],
         count_key: {c.name: int(classes.get(c.index, 0)) for c in table.classes},
         "other_pixels" if task == "segmentation" else "other_images": {
             str(k): int(v) for k, v in sorted(classes.items()) if k not in known
+        },
+        **({"objects": _object_stats(objects)} if task in OBJECT_TASKS else {}),
+    }
+
+
+def _object_stats(counts: Counter) -> dict:
+    """Objects per image (image count by object count), COCO's area ranges, dropped by why."""
+    per_image = {
+        int(k.rpartition("_")[2]): v for k, v in counts.items() if k.startswith("images_with_")
+    }
+    return {
+        "images_by_count": {str(k): v for k, v in sorted(per_image.items())},
+        "sizes": {k: counts.get(k, 0) for k in ("small", "medium", "large")},
+        "dropped": {
+            k.removeprefix("dropped: "): v
+            for k, v in sorted(counts.items())
+            if k.startswith("dropped: ")
         },
     }
 

@@ -2,7 +2,8 @@
 DIR may be a saved mixture (`Mixture.save`, a .json): its first draws, captioned by pack.
 
 Segmentation masks are drawn over their images in the class colours (the ignore index stays
-clear) with a legend of the classes shown; classification samples carry their class name.
+clear) with a legend of the classes shown; classification samples carry their class name;
+detection and instances samples their boxes with class names and mask outlines.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from PIL import Image, ImageDraw, ImageFont
 from . import storage
 from .errors import PackError, StorageError
 from .labels import preview_colors
+from .preview_objects import draw_objects
 from .reading.dataset import PackedDataset, Split
 from .reading.mixture import Mixture, is_mixture_file
 
@@ -59,15 +61,18 @@ def choose(dataset: PackedDataset, split: str | None) -> Split:
     return dataset[split]
 
 
-def samples(part: Split, count: int, seed: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """`count` seeded random samples (sorted indices and their arrays); the first `count` in
-    file order for packs without random access (gzip TFRecords)."""
+def samples(part: Split, count: int, seed: int) -> tuple[np.ndarray, dict[str, np.ndarray], list]:
+    """`count` seeded random samples (sorted indices, their arrays, and their objects for a
+    detection pack); the first `count` in file order for packs without random access (gzip
+    TFRecords)."""
+    objects = [f.name for f in part.dataset.fields if f.ragged]
     if not part.random_access:
         records = list(part.records(limit=count))
-        batch = {k: np.stack([r[k] for r in records]) for k in records[0]}
-        return np.arange(len(records)), batch
+        batch = {k: np.stack([r[k] for r in records]) for k in records[0] if k not in objects}
+        targets = [{k: r[k] for k in objects} for r in records] if objects else []
+        return np.arange(len(records)), batch, targets
     chosen = np.sort(np.random.default_rng(seed).permutation(part.count)[:count])
-    return chosen, part.reader.read(chosen)
+    return chosen, part.reader.read(chosen), part.reader.objects(chosen) if objects else []
 
 
 def render(
@@ -76,11 +81,12 @@ def render(
     """A grid of `count` seeded random samples of `split` (train, else the first split); of a
     mixture (or a saved one's .json), the first `count` draws of its epoch 0 with `seed`."""
     mixture = _mixture(path)
+    targets: list = []
     if mixture is not None:
         dataset, captions, batch = _mixture_draws(mixture, split or "train", count, seed)
     else:
         dataset = PackedDataset(path)
-        chosen, batch = samples(choose(dataset, split), count, seed)
+        chosen, batch, targets = samples(choose(dataset, split), count, seed)
         captions = [f"#{index}" for index in chosen]
     colors = class_colors(dataset)
     height, width = dataset.image_shape[:2]
@@ -90,13 +96,19 @@ def render(
     font = ImageFont.load_default()
     tiles = []
     for k, caption in enumerate(captions):
+        if targets:
+            picture = draw_objects(
+                batch["images"][k], targets[k], tile, colors, dataset.class_names, font
+            )
+            tiles.append((picture, f"{caption} {len(targets[k]['labels'])} objects"))
+            continue
         if "masks" in batch:
             pixels = overlay(batch["images"][k], batch["masks"][k], colors)
         else:
             pixels = batch["images"][k]
             caption = f"{caption} {dataset.class_names[int(batch['labels'][k])]}"
         tiles.append((Image.fromarray(pixels).resize(tile, Image.Resampling.BILINEAR), caption))
-    shown = _classes_shown(batch, len(colors))
+    shown = _classes_shown(batch, len(colors), targets)
     legend_rows = math.ceil(len(shown) / columns) if shown else 0
     cell = (tile[0] + MARGIN, tile[1] + CAPTION + MARGIN)
     canvas = Image.new(
@@ -132,8 +144,10 @@ def _mixture_draws(mixture: Mixture, split: str, count: int, seed: int):
     return part.dataset, captions, part.reader.read(ids)
 
 
-def _classes_shown(batch: dict[str, np.ndarray], num_classes: int) -> list[int]:
-    """Class ids present in the masks shown (segmentation only)."""
+def _classes_shown(batch: dict[str, np.ndarray], num_classes: int, targets: list) -> list[int]:
+    """Class ids present in the masks or objects shown (not for classification)."""
+    if targets:
+        return sorted({int(c) for t in targets for c in t["labels"]})
     if "masks" not in batch:
         return []
     present = np.flatnonzero(np.bincount(batch["masks"].ravel(), minlength=num_classes))

@@ -9,6 +9,7 @@ from pathlib import Path
 from .packing.plan import PackPlan
 from .packing.preflight import DECODE_ONLY
 from .reading.dataset import PackedDataset
+from .report_objects import dropped_lines, object_lines
 from .sources import Rejection, mask_files
 
 _SHOWN = 10
@@ -144,6 +145,7 @@ def pack_summary(data: dict, plan: PackPlan) -> str:
     if plan.size_rule:
         lines.append(f"size: {plan.size_rule}")
     lines += _rejections(data["rejected"])
+    lines += dropped_lines(data, named=3)
     if data["unknown_labels"]:
         pixels = sum(sum(u["values"].values()) for u in data["unknown_labels"])
         lines.append(
@@ -194,6 +196,7 @@ def summary(data: dict) -> dict:
         "stats": data["stats"],
         "source": data["source"],
         "rejected": len(data["rejected"]),
+        **({"dropped_objects": len(data["dropped_objects"])} if "dropped_objects" in data else {}),
         "unknown_labels": data["unknown_labels"],
         "backends": data["run"]["backends"],
     }
@@ -207,7 +210,11 @@ def _shard_files(shard: dict) -> dict:
 
 def info(dataset: PackedDataset) -> str:
     data = dataset.manifest
-    fields = ", ".join(f"{f.name} {list(f.shape)} {f.dtype}" for f in dataset.fields)
+    fields = ", ".join(
+        f"{f.name} {['N', *f.shape] if f.ragged else list(f.shape)} {f.dtype}".replace("'", "")
+        + (" (bits)" if f.packing else "")
+        for f in dataset.fields
+    )
     lines = [
         f"{dataset.root}: {data['format']} pack, {data['task']}",
         f"fields:   {fields}",
@@ -220,6 +227,7 @@ def info(dataset: PackedDataset) -> str:
             f"{human_bytes(size)}"
         )
     lines += _class_lines(data)
+    lines += object_lines(data)
     lines += _mapping_lines(data)
     stats = data["stats"]
     lines.append(
@@ -234,6 +242,7 @@ def info(dataset: PackedDataset) -> str:
     )
     lines.append("backends: " + ", ".join(f"{k} ({v})" for k, v in data["run"]["backends"].items()))
     lines += _rejections(data["rejected"])
+    lines += dropped_lines(data)
     unknown = data["unknown_labels"]
     for u in unknown[:_SHOWN]:
         lines.append(
@@ -270,9 +279,10 @@ def _class_lines(data: dict) -> list[str]:
     stats = data["stats"]
     segmentation = data["task"] == "segmentation"
     counts = stats.get("class_pixels") or stats.get("class_images") or {}
+    counts = counts or stats.get("class_objects") or {}
     other = stats.get("other_pixels") or stats.get("other_images") or {}
     total = (sum(counts.values()) + sum(other.values())) or 1
-    unit = "pixels" if segmentation else "images"
+    unit = "pixels" if segmentation else "objects" if "class_objects" in stats else "images"
     classes = data["classes"]
     lines = [f"classes:  {len(classes)} (from {data['class_source']}; share of {unit})"]
     for c in classes[:_CLASSES_SHOWN]:

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Annotated
 import tensorflow as tf
 
 from .formats import tfrecord
+from .manifest import OBJECT_TASKS
 from .reading.dataset import Split
 from .reading.loader import check_augment_fits
 from .reading.mixture_read import open_split
@@ -169,6 +170,12 @@ def dataset(
             f"{path}: stream=False reads by index, and a gzip-compressed tfrecord pack has no "
             "random access: leave stream unset to stream it, or pack it without --compression"
         )
+    if part.dataset.task in OBJECT_TASKS and (o.augment is not None or o.one_hot):
+        raise ValueError(
+            f"{'augment=' if o.augment is not None else 'one_hot=True'} does not apply to the "
+            f"objects of this {part.dataset.task} pack yet: its targets are boxes and "
+            "per-object masks"
+        )
     if stream and fmt != "tfrecord":
         raise ValueError(f"{path}: only tfrecord packs stream; this one is {fmt}")
     if o.augment is not None:
@@ -208,7 +215,7 @@ def dataset(
     )
     transform = BatchTransform(part.dataset.manifest, o.normalize, o.one_hot)
     if stream:
-        records, decode = _records(part, order)
+        records, decode = _records(part, order, o.max_boxes)
         batches = records.map(
             lambda batch: transform.tf_apply(decode(batch)),
             num_parallel_calls=tf.data.AUTOTUNE,
@@ -217,8 +224,9 @@ def dataset(
         position = None
     else:
         batches, position = indexed(
-            path, split, order, o.start, transform, o.augment, o.cache_dir, o.cache_bytes
-        )
+            path, split, order, o.start, transform, o.augment, o.cache_dir, o.cache_bytes,
+            o.max_boxes,
+        )  # fmt: skip
     batches = batches.prefetch(tf.data.AUTOTUNE)
     if position is not None and not o.repeat:  # what packer.keras.BackupAndRestore moves
         batches.packer_position = position
@@ -229,7 +237,7 @@ with_signature(dataset, TF_OPTIONS)
 documented(dataset, TF_OPTIONS)
 
 
-def _records(part: Split, order: Order) -> tuple[tf.data.Dataset, Decoder]:
+def _records(part: Split, order: Order, max_boxes: int) -> tuple[tf.data.Dataset, Decoder]:
     """Batches of serialized Examples from the split's TFRecord files, and their decoder."""
     options = part.dataset.format_options
     shards = part.shards
@@ -269,7 +277,7 @@ def _records(part: Split, order: Order) -> tuple[tf.data.Dataset, Decoder]:
     if order.repeat:
         records = records.repeat()
     batches = records.batch(order.batch_size, order.drop_remainder)
-    return batches, tfrecord.example_decoder(part.dataset.fields)
+    return batches, tfrecord.example_decoder(part.dataset.fields, max_boxes)
 
 
 def _pipeline_counts(shards: list[dict], pipelines: int, by_file: bool) -> list[int]:

@@ -26,7 +26,7 @@ from .augment import Augment, tf_exec
 from .reading.loader import Loader
 from .reading.position import Pass
 from .reading.transforms import BatchTransform
-from .schema import Field
+from .schema import Field, fixed
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,7 @@ def indexed(
     augment: Augment | None,
     cache_dir: str | os.PathLike | None = None,
     cache_bytes: int | None = None,
+    max_boxes: int = 100,
 ) -> tuple[tf.data.Dataset, Passes]:
     """`(images, targets)` batches of `split` read by random access, and the passes they read
     (what saves and moves the position between iterations).
@@ -80,6 +81,7 @@ def indexed(
         uneven=order.uneven,
         cache_dir=cache_dir,
         cache_bytes=cache_bytes,
+        max_boxes=max_boxes,
     )
     _resume(loader, start, order.seed)
     loader.split.reader  # noqa: B018 - opened here, once, rather than by concurrent calls
@@ -152,7 +154,12 @@ class Passes:
     def __init__(self, loader: Loader, keys: bool = False) -> None:
         self.loader = loader
         self.keys = keys
-        self.fields = loader.dataset.fields
+        self.fields = fixed(loader.dataset.fields)
+        if loader.objects:  # the padded targets, read beside the images
+            self.fields += (
+                Field("boxes", (loader.padder.max_boxes, 4), "<f4"),
+                Field("labels", (loader.padder.max_boxes,), "<i4"),
+            )
         self.ends_early = False  # whether an empty batch ends a pass (see `fetch`)
         self._lock = threading.Lock()
         self._next = self._current = loader.epoch
@@ -197,6 +204,8 @@ class Passes:
 
     def _read(self, epoch: int, index: int) -> list[np.ndarray]:
         arrays = self.loader.read(index, epoch=epoch)  # ascending index order
+        if self.loader.objects:
+            arrays = {**arrays, **self.loader.padder(*self.loader.ragged_targets(index, epoch))}
         out = [arrays[f.name] for f in self.fields]
         if self.keys:
             out += [np.sort(self.loader.indices(index, epoch)), np.array(epoch, np.int64)]

@@ -196,6 +196,8 @@ class _Packed:
         a shared slot that becomes those tensors in the process that unpickles it."""
         if self._finish is not None:
             return self._raw_batch(index)
+        if self.loader.objects:  # per image a dict of tensors, torchvision's detection input
+            return torch_device.detection_batch(self.loader, index, self.layout)
         if get_worker_info() is None or not handoff.AVAILABLE:
             images, targets = self.loader.batch(index)
             return _tensors([images, targets.astype(self._target_dtype, copy=False)], self.layout)
@@ -261,8 +263,7 @@ class _Packed:
 
 def _tensors(arrays: list[np.ndarray], layout: str) -> tuple[torch.Tensor, torch.Tensor]:
     """(images, targets) tensors sharing the arrays' memory; NCHW as a channels_last view."""
-    images, targets = (torch.from_numpy(a) for a in arrays)
-    return images.permute(0, 3, 1, 2) if layout == "NCHW" else images, targets
+    return torch_device.channels(torch.from_numpy(arrays[0]), layout), torch.from_numpy(arrays[1])
 
 
 class _Handed:

@@ -141,3 +141,31 @@ class DeviceBatch:
 def from_arrays(arrays: list[np.ndarray], params: AugmentParams, finish: DeviceFinish):
     """A DeviceBatch over NumPy arrays (a shared slot's views in the parent, say)."""
     return DeviceBatch(torch.from_numpy(arrays[0]), torch.from_numpy(arrays[1]), params, finish)
+
+
+def detection_batch(loader, index: int, layout: str):
+    """Batch `index` of a detection pack's Loader as `detection_tensors` gives it."""
+    return detection_tensors(*loader.objects_batch(index), layout)
+
+
+def detection_tensors(
+    images: np.ndarray, fields: dict[str, np.ndarray], counts: np.ndarray, layout: str
+) -> tuple[torch.Tensor, list[dict[str, torch.Tensor]]]:
+    """A detection batch as torchvision's detection models take it: images (NCHW as a
+    channels_last view) and per image a dict of tensors (labels int64), views of one tensor
+    per field, split by the images' object `counts`."""
+    sizes = counts.tolist()
+    split = {
+        k: torch.from_numpy(v.astype(np.int64 if k == "labels" else v.dtype, copy=False)).split(
+            sizes
+        )
+        for k, v in fields.items()
+    }
+    return channels(torch.from_numpy(images), layout), [
+        dict(zip(split, row, strict=True)) for row in zip(*split.values(), strict=True)
+    ]
+
+
+def channels(images: torch.Tensor, layout: str) -> torch.Tensor:
+    """`[B,H,W,3]` images as they are (NHWC), or NCHW as a channels_last view of them."""
+    return images.permute(0, 3, 1, 2) if layout == "NCHW" else images

@@ -42,6 +42,8 @@ def test_public_constants():
     assert LAYOUTS == (
         "auto",
         "coco",
+        "coco-cvat",
+        "coco-roboflow",
         "coco-panoptic",
         "cityscapes",
         "ade20k",

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..schema import Field
+from ..schema import Field, fixed, ragged
 from ..storage.local import (
     COPY_BLOCK,
     FileInfo,
@@ -21,6 +21,7 @@ from ..storage.local import (
     pwrite_all,
     sha256_file,
     start_writeback,
+    write_atomic,
 )
 from . import ChunkPosition, FormatOption, ShardJob, defaults, part_path
 
@@ -71,19 +72,31 @@ class ChunkWriter:
                 os.open(data_path(part_dir, task.shard, f.name), os.O_WRONLY | os.O_CREAT, 0o644),
                 HEADER_BYTES + task.start * f.nbytes,
             )
-            for f in fields
+            for f in fixed(fields)
         ]
+        self._objects = ragged(fields)  # buffered, one part file per chunk at close
+        self._objects_part = part_path(part_dir, task.shard, task.chunk, "objects")
+        self._rows: list[list[bytes]] = [[] for _ in self._objects]
+        self._counts: list[int] = []
 
     def write(self, record: dict[str, np.ndarray]) -> None:
         for field, fd, base in self._targets:
             array = field.coerce(record[field.name])
             pwrite_all(fd, memoryview(array).cast("B"), base + self.count * field.nbytes)
+        for field, rows in zip(self._objects, self._rows, strict=True):
+            encoded = field.encode(record[field.name])
+            rows.append(encoded.tobytes())
+        if self._objects:
+            self._counts.append(len(record[self._objects[0].name]))
         self.count += 1
 
     def close(self) -> None:
         for field, fd, base in self._targets:
             start_writeback(fd, base, self.count * field.nbytes)
             os.close(fd)
+        if self._objects:  # counts (int64 each), then each field's rows, in field order
+            counts = np.asarray(self._counts, "<i8").tobytes()
+            self._objects_part.write_bytes(b"".join([counts, *(b"".join(r) for r in self._rows)]))
         self._kept.write_text(f"{self.start} {self.count}")  # where the chunk's records lie
 
 
@@ -97,7 +110,7 @@ def finalize(job: ShardJob) -> list[FileInfo]:
     kept_files = [part_path(job.part_dir, job.shard, c, "kept") for c in job.chunks]
     runs = [tuple(int(v) for v in k.read_text().split()) for k in kept_files]
     files = []
-    for f in job.fields:
+    for f in fixed(job.fields):
         data = data_path(job.part_dir, job.shard, f.name)
         with open(data, "r+b") as fh:
             _compact(fh, f.nbytes, runs)
@@ -110,9 +123,54 @@ def finalize(job: ShardJob) -> list[FileInfo]:
         final = job.out / job.split / file_name(job.shard, f.name)
         os.replace(data, final)
         files.append(FileInfo(final.relative_to(job.out).as_posix(), size, digest))
+    files += _finalize_ragged(job)
     for k in kept_files:
         k.unlink()
     return files
+
+
+def offsets_name(shard: str, field: str) -> str:
+    """`train-00000-of-00003.boxes.offsets.npy`: where each sample's rows of a ragged field
+    start in its values file, count + 1 int64s."""
+    return f"{shard}.{field}.offsets.npy"
+
+
+def _finalize_ragged(job: ShardJob) -> list[FileInfo]:
+    """Each ragged field's values file (every object's row, in record order) and offsets
+    file, from the chunks' objects parts."""
+    fields = ragged(job.fields)
+    if not fields:
+        return []
+    parts = [part_path(job.part_dir, job.shard, c, "objects") for c in job.chunks]
+    chunks = [p.read_bytes() for p in parts]
+    runs = [tuple(int(v) for v in part_path(job.part_dir, job.shard, c, "kept").read_text().split())
+            for c in job.chunks]  # fmt: skip
+    counts = [
+        np.frombuffer(data, "<i8", kept) for data, (_, kept) in zip(chunks, runs, strict=True)
+    ]
+    offsets = np.concatenate([[0], np.cumsum(np.concatenate([np.zeros(0, "<i8"), *counts]))])
+    offsets = offsets.astype("<i8")
+    split_dir = job.out / job.split
+    found = []
+    starts = [8 * len(c) for c in counts]  # where each chunk's first field begins
+    for f in fields:
+        pieces = []
+        for k, (data, chunk_counts) in enumerate(zip(chunks, counts, strict=True)):
+            size = int(chunk_counts.sum()) * f.nbytes
+            pieces.append(data[starts[k] : starts[k] + size])
+            starts[k] += size
+        rows = Field(f.name, f.stored_shape, f.stored_dtype)
+        found.append(write_atomic(
+            split_dir / file_name(job.shard, f.name), job.out,
+            npy_header(rows, int(offsets[-1])), pieces,
+        ))  # fmt: skip
+        found.append(write_atomic(
+            split_dir / offsets_name(job.shard, f.name), job.out,
+            npy_header(Field("offsets", (), "<i8"), len(offsets)), [offsets.tobytes()],
+        ))  # fmt: skip
+    for part in parts:
+        part.unlink()
+    return found
 
 
 def _compact(fh, nbytes: int, runs: list[tuple[int, int]]) -> None:
@@ -133,17 +191,50 @@ def open_shard(
     root: Path, split: str, shard: dict, fields: Sequence[Field], options: dict
 ) -> NpyShardReader:
     """Random access to one npy shard's fields (memmaps, opened on first use)."""
-    paths = {f.name: root / split / file_name(shard["name"], f.name) for f in fields}
-    return NpyShardReader(paths, shard["count"])
+    paths = {f.name: root / split / file_name(shard["name"], f.name) for f in fixed(fields)}
+    objects = {
+        f: (
+            root / split / file_name(shard["name"], f.name),
+            root / split / offsets_name(shard["name"], f.name),
+        )
+        for f in ragged(fields)
+    }
+    return NpyShardReader(paths, shard["count"], objects)
 
 
 class NpyShardReader:
     """Random access to one shard's fields through read-only memmaps, opened on first use."""
 
-    def __init__(self, paths: dict[str, Path], count: int) -> None:
+    def __init__(
+        self, paths: dict[str, Path], count: int, objects: dict[Field, tuple[Path, Path]] | None
+    ) -> None:
         self.paths = paths
         self.count = count
+        self.objects = objects or {}
         self._maps: dict[str, np.ndarray] | None = None
+        self._ragged: dict[Field, tuple[np.ndarray, np.ndarray]] | None = None
+
+    def read_ragged(self, local: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """The ragged fields of records `local`: per field every row asked for, sample after
+        sample (one gather and one decode per field), and each sample's row count."""
+        if self._ragged is None:
+            count = self.count + 1  # plain views of the memmaps: indexing a memmap is slow
+            self._ragged = {
+                f: (np.asarray(_open_values(values)), np.asarray(_open_memmap(offsets, count)))
+                for f, (values, offsets) in self.objects.items()
+            }
+        if not self._ragged:
+            return {}, np.zeros(len(local), np.int64)
+        # every object field has the same rows per sample: find them once, in the first's offsets
+        offsets = next(iter(self._ragged.values()))[1]
+        starts, counts = offsets[local], offsets[local + 1] - offsets[local]
+        ends = np.cumsum(counts)
+        rows = np.repeat(starts - ends + counts, counts) + np.arange(ends[-1] if len(ends) else 0)
+        fields = {
+            f.name: f.decode(values.take(rows, axis=0), copy=False)
+            for f, (values, _) in self._ragged.items()
+        }
+        return fields, counts
 
     def maps(self) -> dict[str, np.ndarray]:
         if self._maps is None:
@@ -167,6 +258,17 @@ class NpyShardReader:
 
     def close(self) -> None:
         self._maps = None
+        self._ragged = None
+
+
+def _open_values(path: Path) -> np.ndarray:
+    """A ragged field's values as a memmap (an empty array when no sample has objects)."""
+    try:
+        return np.load(path, mmap_mode="r")
+    except ValueError:  # NumPy cannot map zero bytes
+        return np.load(path)
+    except OSError as exc:
+        raise OSError(f"{path}: cannot be opened as an npy memmap ({exc})") from exc
 
 
 def _open_memmap(path: Path, count: int) -> np.ndarray:

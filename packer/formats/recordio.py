@@ -15,9 +15,17 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import RecordIOError
-from ..schema import Field
+from ..schema import Field, fixed, ragged
 from ..storage.local import FileInfo, write_atomic
-from . import ChunkPosition, FormatOption, ShardJob, check_values, defaults, part_path
+from . import (
+    ChunkPosition,
+    FormatOption,
+    ShardJob,
+    check_values,
+    defaults,
+    part_path,
+    recordio_objects,
+)
 from .mxnet_recordio import (
     CHUNK,
     ENCODINGS,
@@ -62,7 +70,10 @@ class ChunkWriter:
     def __init__(
         self, part_dir: Path, task: ChunkPosition, fields: Sequence[Field], options: dict
     ) -> None:
-        self.fields = {f.name: f for f in fields}
+        self.fields = {f.name: f for f in fixed(fields)}
+        self.objects = {f.name: f for f in ragged(fields)}
+        height, width, _ = self.fields["images"].shape
+        self.size = (width, height)
         self.encoding = options["encoding"]
         self.quality = options["quality"]
         if self.encoding == "raw":
@@ -75,7 +86,13 @@ class ChunkWriter:
         arrays = {name: field.coerce(record[name]) for name, field in self.fields.items()}
         label = int(arrays["labels"]) if "labels" in arrays else 0
         payload = encode_payload(arrays["images"], arrays.get("masks"), self.encoding, self.quality)
-        framed = frame(IR_HEADER.pack(0, label, 0, 0) + payload)
+        head = IR_HEADER.pack(0, label, 0, 0)
+        if self.objects:  # MXNet's detection label after the header, masks after the image
+            values = recordio_objects.label(record, self.size)
+            head = IR_HEADER.pack(len(values), 0, 0, 0) + values.tobytes()
+            if "masks" in self.objects:
+                payload += recordio_objects.mask_trailer(self.objects["masks"], record["masks"])
+        framed = frame(head + payload)
         self._records.write(framed)
         self._index.append((len(framed), label))
 
@@ -86,7 +103,7 @@ class ChunkWriter:
 
 def raw_record_bytes(fields: Sequence[Field]) -> int:
     """Bytes of one raw record's data: IRHeader, raw descriptor, image and mask."""
-    pixels = sum(f.nbytes for f in fields if f.name != "labels")
+    pixels = sum(f.nbytes for f in fixed(fields) if f.name != "labels")
     return IR_HEADER.size + RAW_HEADER.size + pixels
 
 
@@ -142,6 +159,9 @@ class RecordIOShardReader:
         self, rec: Path, idx: Path, count: int, fields: Sequence[Field], encoding: str
     ) -> None:
         self.rec, self.idx, self.count = rec, idx, count
+        self.objects = ragged(fields)
+        self.size = tuple(reversed(next(f for f in fields if f.name == "images").shape[:2]))
+        fields = fixed(fields)
         self.raw = _RawLayout(fields) if encoding == "raw" else None
         self._reader: RecordIOReader | None = None
 
@@ -171,7 +191,7 @@ class RecordIOShardReader:
         """One record through the general path: join chunks, unpack, decode, check, copy."""
         header, payload = self.reader[position]
         try:
-            image, mask = decode_payload(payload)
+            image, mask = decode_payload(recordio_objects.split_trailer(payload)[0])
         except RecordIOError as exc:
             raise RecordIOError(f"{self.rec}: record {position}: {exc}") from None
         values = {"images": image, "masks": mask, "labels": header.label}
@@ -183,6 +203,18 @@ class RecordIOShardReader:
                     f"the manifest says {array.shape[1:]}"
                 )
             array[row] = value
+
+    def read_objects(self, local: np.ndarray) -> list[dict[str, np.ndarray]]:
+        """The object fields of records `local` from their detection labels and mask rows."""
+        found = []
+        for position in local.tolist():
+            header, payload = self.reader[position]
+            try:
+                rows = recordio_objects.split_trailer(payload)[1]
+                found.append(recordio_objects.objects(self.objects, header.label, rows, self.size))
+            except RecordIOError as exc:
+                raise RecordIOError(f"{self.rec}: record {position}: {exc}") from None
+        return found
 
     def close(self) -> None:
         if self._reader is not None:

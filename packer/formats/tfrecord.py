@@ -18,9 +18,17 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..schema import Field
+from ..schema import Field, fixed, ragged
 from ..storage.local import FileInfo, write_atomic
-from . import ChunkPosition, FormatOption, ShardJob, check_values, defaults, part_path
+from . import (
+    ChunkPosition,
+    FormatOption,
+    ShardJob,
+    check_values,
+    defaults,
+    part_path,
+    tfrecord_objects,
+)
 from .tfrecord_wire import (
     CRC,
     FOOT_BYTES,
@@ -28,6 +36,7 @@ from .tfrecord_wire import (
     HEAD_BYTES,
     bytes_feature,
     decode_example,
+    decode_lists,
     encode_example,
     frame,
     int64_feature,
@@ -85,7 +94,10 @@ class ChunkWriter:
     def __init__(
         self, part_dir: Path, task: ChunkPosition, fields: Sequence[Field], options: dict
     ) -> None:
-        self.fields = fields
+        self.fields = fixed(fields)
+        self.objects = ragged(fields)
+        self.names = options.get("class_names", ())  # for image/object/class/text
+        self.size = tfrecord_objects.image_size(fields)
         self._raw = part_path(part_dir, task.shard, task.chunk, "records").open("wb")
         self._out = (
             gzip.GzipFile("", "wb", GZIP_LEVEL, self._raw, mtime=0)
@@ -106,6 +118,10 @@ class ChunkWriter:
                 features[HEIGHT] = int64_feature([height])
                 features[WIDTH] = int64_feature([width])
                 features[CHANNELS] = int64_feature([channels])
+        for field in self.objects:
+            features.update(
+                tfrecord_objects.encode(field, record[field.name], self.size, self.names)
+            )
         self._out.writelines(frame(encode_example(features)))
 
     def close(self) -> None:
@@ -137,14 +153,22 @@ def finalize(job: ShardJob) -> list[FileInfo]:
 # --- reading with tf.data -----------------------------------------------------------------------
 
 
-def example_decoder(fields: Sequence[Field]) -> Callable[[tf.Tensor], dict[str, tf.Tensor]]:
+def example_decoder(
+    fields: Sequence[Field], max_boxes: int = 100
+) -> Callable[[tf.Tensor], dict[str, tf.Tensor]]:
     """A function parsing a batch of serialized Examples at once: field name -> `[B, *shape]`.
 
     Raw bytes become fixed-shape arrays of each field's dtype; the int64 label is cast to the
-    label field's dtype, as the other formats store it. TensorFlow is imported here, on first
-    use, so that workers loading this module never import it.
+    label field's dtype, as the other formats store it. Object fields (detection) become
+    `boxes` `[B,max_boxes,4]` and `labels` `[B,max_boxes]` padded with -1, and `cut` the
+    objects beyond max_boxes. TensorFlow is imported here, on first use, so that workers
+    loading this module never import it.
     """
     import tensorflow as tf
+
+    objects = ragged(fields)
+    fields = fixed(fields)
+    size = tfrecord_objects.image_size(fields)
 
     dtypes = {f.name: tf.as_dtype(np.dtype(f.dtype).newbyteorder("=")) for f in fields}
     spec = {
@@ -152,9 +176,11 @@ def example_decoder(fields: Sequence[Field]) -> Callable[[tf.Tensor], dict[str, 
         for f in fields
     }
 
+    spec.update(tfrecord_objects.tf_features(objects))
+
     def decode(serialized: tf.Tensor) -> dict[str, tf.Tensor]:
         parsed = tf.io.parse_example(serialized, spec)
-        out = {}
+        out = tfrecord_objects.tf_padded(parsed, size, max_boxes) if objects else {}
         for f in fields:
             value = parsed[FEATURES[f.name]]
             if f.shape == ():  # int64 label -> the label field's dtype
@@ -184,7 +210,8 @@ def stream_shard(
     what reads a gzip-compressed shard (or any shard start to end) without TensorFlow."""
     path = root / split / file_name(shard["name"], options)
     opener = gzip.open if options["compression"] == "gzip" else open
-    specs = [(f.name, np.dtype(f.dtype), f.shape, f.nbytes) for f in fields]
+    specs = [(f.name, np.dtype(f.dtype), f.shape, f.nbytes) for f in fixed(fields)]
+    objects = (ragged(fields), tfrecord_objects.image_size(fields))
     count = 0
     with opener(path, "rb") as f:
         while head := f.read(HEAD_BYTES):
@@ -197,19 +224,22 @@ def stream_shard(
                 raise OSError(f"{path}: record {count} is truncated")
             if masked_crc(data) != CRC.unpack(foot)[0]:
                 raise OSError(f"{path}: record {count} is corrupted (data CRC mismatch)")
-            yield _record(data, specs, path, count)
+            yield _record(data, specs, path, count, objects)
             count += 1
     if count != shard["count"]:
         raise OSError(f"{path}: holds {count} records, the manifest says {shard['count']}")
 
 
-def _record(data: bytes, specs: list, path: Path, index: int) -> dict[str, np.ndarray]:
-    """The fields of one serialized Example."""
+def _record(
+    data: bytes, specs: list, path: Path, index: int, objects: tuple
+) -> dict[str, np.ndarray]:
+    """The fields of one serialized Example (object fields as `[N, *shape]`)."""
     try:
-        example = decode_example(data, 0, len(data))
-    except (ValueError, IndexError) as exc:
+        lists = decode_lists(data, 0, len(data))
+        out = {f.name: tfrecord_objects.decode(f, lists, data, objects[1]) for f in objects[0]}
+    except (ValueError, IndexError, KeyError) as exc:
         raise OSError(f"{path}: record {index}: {exc}") from exc
-    out = {}
+    example = {k: v[:3] for k, v in lists.items()}
     for name, dtype, shape, nbytes in specs:
         kind, begin, end = example[FEATURES[name]]
         if kind == 3:
@@ -243,7 +273,8 @@ class TFRecordShardReader:
     def __init__(self, path: Path, count: int, fields: Sequence[Field]) -> None:
         self.path = path
         self.count = count
-        self.fields = {f.name: (np.dtype(f.dtype), f.shape, f.nbytes) for f in fields}
+        self.fields = {f.name: (np.dtype(f.dtype), f.shape, f.nbytes) for f in fixed(fields)}
+        self.objects = (ragged(fields), tfrecord_objects.image_size(fields))
         self._lock = threading.Lock()
         self._map: mmap.mmap | None = None
         self._starts = self._lengths = np.zeros(0, np.int64)
@@ -267,13 +298,7 @@ class TFRecordShardReader:
         """Copy records `local` (sorted indices into this shard) of every field into `out`."""
         if not len(local):
             return
-        data = self._open()
-        for i in local[~self._verified[local]].tolist():  # each record's CRC once per reader
-            start, stop = int(self._starts[i]), int(self._starts[i] + self._lengths[i])
-            (crc,) = CRC.unpack_from(data, stop)
-            if masked_crc(memoryview(data)[start:stop]) != crc:
-                raise OSError(f"{self.path}: record {i} is corrupted (data CRC mismatch)")
-            self._verified[i] = True
+        data = self._verify(local)
         layout = self._layout(data)
         for name, array in out.items():
             if name in layout:  # same place in every record: plain row copies, no parsing
@@ -291,6 +316,32 @@ class TFRecordShardReader:
             else:
                 for row, i in enumerate(local.tolist()):
                     array[row] = self._field(data, i, name)
+
+    def _verify(self, local: np.ndarray) -> mmap.mmap:
+        """The mapped file, after checking the CRC of each of records `local` once."""
+        data = self._open()
+        for i in local[~self._verified[local]].tolist():
+            start, stop = int(self._starts[i]), int(self._starts[i] + self._lengths[i])
+            (crc,) = CRC.unpack_from(data, stop)
+            if masked_crc(memoryview(data)[start:stop]) != crc:
+                raise OSError(f"{self.path}: record {i} is corrupted (data CRC mismatch)")
+            self._verified[i] = True
+        return data
+
+    def read_objects(self, local: np.ndarray) -> list[dict[str, np.ndarray]]:
+        """The object fields of records `local`, one dict field name -> `[N, *shape]` each."""
+        data, (objects, size) = self._verify(local), self.objects
+        found = []
+        for i in local.tolist():
+            start, stop = int(self._starts[i]), int(self._starts[i] + self._lengths[i])
+            try:
+                lists = decode_lists(data, start, stop)
+                found.append(
+                    {f.name: tfrecord_objects.decode(f, lists, data, size) for f in objects}
+                )
+            except (ValueError, IndexError, KeyError) as exc:
+                raise OSError(f"{self.path}: record {i}: {exc}") from exc
+        return found
 
     def _field(self, data: mmap.mmap, i: int, name: str) -> np.ndarray | int:
         """One field of record `i`, parsed from its Example."""

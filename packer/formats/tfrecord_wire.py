@@ -87,8 +87,23 @@ def bytes_feature(data) -> list:
 
 
 def int64_feature(values: Sequence[int]) -> list:
-    """Feature{int64_list (3): Int64List{value (1), packed varints}}."""
+    """Feature{int64_list (3): Int64List{value (1), packed varints}}; an empty list is an
+    empty Int64List, as TensorFlow writes it."""
+    if not len(values):
+        return _delimited(3, [])
     return _delimited(3, _delimited(1, [b"".join(_varint(v) for v in values)]))
+
+
+def float_feature(values: np.ndarray) -> list:
+    """Feature{float_list (2): FloatList{value (1), packed little-endian float32}}."""
+    if not len(values):
+        return _delimited(2, [])
+    return _delimited(2, _delimited(1, [np.asarray(values, "<f4").tobytes()]))
+
+
+def bytes_list_feature(values: Sequence) -> list:
+    """Feature{bytes_list (1): BytesList{value (1) per item}}."""
+    return _delimited(1, [p for v in values for p in _delimited(1, [v])])
 
 
 def encode_example(features: dict[str, list]) -> list:
@@ -112,7 +127,7 @@ def _read_varint(data, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def _expect(data, pos: int, tag: int) -> tuple[int, int]:
+def expect(data, pos: int, tag: int) -> tuple[int, int]:
     """(start, stop) of the length-delimited field `tag` that must begin at `pos`."""
     found, pos = _read_varint(data, pos)
     if found != tag:
@@ -123,22 +138,39 @@ def _expect(data, pos: int, tag: int) -> tuple[int, int]:
 
 def decode_example(data, start: int, stop: int) -> dict[str, tuple[int, int, int]]:
     """Feature name -> (kind, start, stop) for the Example in data[start:stop]: kind 1 is a
-    BytesList whose one value lies in [start, stop), kind 3 an Int64List of packed varints."""
+    BytesList whose first value lies in [start, stop), kind 3 an Int64List of packed varints,
+    kind 2 a FloatList of packed float32s (an empty list: start == stop)."""
+    return {k: v[:3] for k, v in decode_lists(data, start, stop).items()}
+
+
+def decode_lists(data, start: int, stop: int) -> dict[str, tuple[int, int, int, int, int]]:
+    """As `decode_example`, each with the span of the whole list message after: (kind, first
+    start, first stop, list start, list stop)."""
     out = {}
-    begin, end = _expect(data, start, 0x0A)  # Example.features
+    begin, end = expect(data, start, 0x0A)  # Example.features
     if end != stop:
         raise ValueError("not a packer Example: bytes after Example.features")
     pos = begin
     while pos < end:
-        entry, entry_end = _expect(data, pos, 0x0A)  # Features.feature map entry
-        key_start, key_stop = _expect(data, entry, 0x0A)
-        feature, pos = _expect(data, key_stop, 0x12)
-        kind, _ = _read_varint(data, feature)  # BytesList (0x0A) or Int64List (0x1A)
-        if kind not in (0x0A, 0x1A) or pos != entry_end:
-            raise ValueError("not a packer Example: a feature is neither bytes nor int64")
-        values = _expect(data, _expect(data, feature, kind)[0], 0x0A)
-        out[bytes(data[key_start:key_stop]).decode()] = (kind >> 3, *values)
+        entry, entry_end = expect(data, pos, 0x0A)  # Features.feature map entry
+        key_start, key_stop = expect(data, entry, 0x0A)
+        feature, pos = expect(data, key_stop, 0x12)
+        kind, _ = _read_varint(data, feature)  # BytesList 0x0A, FloatList 0x12, Int64List 0x1A
+        if kind not in (0x0A, 0x12, 0x1A) or pos != entry_end:
+            raise ValueError("not a packer Example: a feature is not a bytes, float or int64 list")
+        listed = expect(data, feature, kind)
+        values = expect(data, listed[0], 0x0A) if listed[0] < listed[1] else listed[:1] * 2
+        out[bytes(data[key_start:key_stop]).decode()] = (kind >> 3, *values, *listed)
     return out
+
+
+def bytes_values(data, start: int, stop: int) -> list[bytes]:
+    """Every value of a BytesList message held in data[start:stop]."""
+    values = []
+    while start < stop:
+        begin, start = expect(data, start, 0x0A)
+        values.append(bytes(data[begin:start]))
+    return values
 
 
 def int64_values(data, start: int, stop: int) -> list[int]:

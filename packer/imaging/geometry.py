@@ -122,12 +122,12 @@ def resample_mask(values: np.ndarray, placement: Placement) -> np.ndarray:
     width, height = placement.scaled
     if (x1 - x0, y1 - y0) == (width, height):
         return values[y0:y1, x0:x1]
-    rows = _nearest_indices(y0, y1, height)
-    cols = _nearest_indices(x0, x1, width)
+    rows = nearest_indices(y0, y1, height)
+    cols = nearest_indices(x0, x1, width)
     return values.take(rows, axis=0).take(cols, axis=1)
 
 
-def _nearest_indices(start: int, stop: int, count: int) -> np.ndarray:
+def nearest_indices(start: int, stop: int, count: int) -> np.ndarray:
     """Source index under the centre of each of `count` output pixels spanning [start, stop)."""
     return start + ((2 * np.arange(count) + 1) * (stop - start)) // (2 * count)
 

@@ -29,9 +29,11 @@ from ..imaging import (
 )
 from ..labels import ClassTable, LabelMapper
 from ..schema import Field
-from ..sources import MaskRecipe, Sample, mask_files, mask_key
+from ..sources import MaskRecipe, ObjectsRecipe, Sample, mask_files, mask_key
+from ..sources.objects import TASKS
 from . import prefetch, stats
 from .ledger import scratch, workdir
+from .objects import object_record
 from .preflight import mask_size_mismatch
 from .tasks import ChunkResult, ChunkTask, ShardTask
 
@@ -51,6 +53,9 @@ class PackConfig:
     unknown_colors: str  # "ignore": map to ignore_index and report; "error": stop the pack
     max_pixels: int
     format_options: dict
+
+
+DROPPED = "dropped objects"  # a record's key for its objects left out (never a field)
 
 
 class SampleError(Exception):
@@ -90,9 +95,10 @@ class Converter:
         result = ChunkResult(task.shard, task.chunk)
         part_dir = workdir.parts_dir(self.out)
         storage.make_dirs(part_dir)
-        writer = formats.get(config.format).ChunkWriter(
-            part_dir, task, config.fields, config.format_options
-        )
+        options = config.format_options
+        if config.task in TASKS and config.table is not None:  # names for the writers' labels
+            options = {**options, "class_names": tuple(config.table.names)}
+        writer = formats.get(config.format).ChunkWriter(part_dir, task, config.fields, options)
         read = prefetch.Fetcher(  # sources at a URL: the next files requested ahead
             config.root,
             [p for s in task.samples for p in (s.image, *mask_files(s.mask))],
@@ -105,6 +111,10 @@ class Converter:
                 except SampleError as exc:
                     result.rejected.append({"path": exc.path, "reason": exc.reason})
                     continue
+                dropped = record.pop(DROPPED, None)
+                if dropped is not None:
+                    result.dropped += dropped
+                    result.stats.dropped([d["reason"] for d in dropped])
                 if unknown:
                     result.unknown.append({"path": mask_key(sample.mask), "values": unknown})
                     if config.unknown_colors == "error":
@@ -161,6 +171,9 @@ class Converter:
             **stats.merge([c.stats for c in results]),
             "rejected": [r for c in results for r in c.rejected],
             "unknown": [u for c in results for u in c.unknown],
+            **(
+                {"dropped": [d for c in results for d in c.dropped]} if config.task in TASKS else {}
+            ),
             "sources": dict(sorted((k, v) for c in results for k, v in c.sources.items())),
             **_annotations(results),
         }
@@ -188,6 +201,8 @@ class Converter:
             raise SampleError(sample.image, str(exc)) from exc
         if sample.mask is None:
             return {"images": image.pixels, "labels": np.int32(sample.label)}, image.backend, {}
+        if isinstance(sample.mask, ObjectsRecipe):
+            return self._objects_record(sample, image, states, read), image.backend, {}
         try:
             if isinstance(sample.mask, MaskRecipe):
                 ids = sample.mask.pixels(
@@ -210,6 +225,23 @@ class Converter:
         ids = pad_to_canvas(resampled, image.placement, config.ignore_index)
         return {"images": image.pixels, "masks": ids}, image.backend, mapped.unknown
 
+    def _objects_record(self, sample: Sample, image, states: dict, read) -> dict:
+        """The image with its objects moved by the pack's geometry; the objects left out
+        (by the source or by the geometry) under DROPPED, each with where and why."""
+        recipe = sample.mask
+        try:
+            objects, problems = recipe.objects(  # type: ignore[union-attr]
+                lambda rel: self._read(rel, states, read), image.source_size
+            )
+        except (ImageError, LabelError, OSError) as exc:
+            raise SampleError(mask_key(recipe), str(exc)) from exc
+        record, geometry = object_record(
+            objects, image.source_size, image.placement, self.config.task == "instances"
+        )
+        dropped = [_dropped(p, recipe) for p in problems]
+        dropped += [{"path": sample.image, "object": i, "reason": why} for i, why in geometry]
+        return {"images": image.pixels, **record, DROPPED: dropped}
+
     def _read(self, rel: str, states: dict, read=storage.read_with_stat) -> bytes:
         """A source's bytes; its size, modification time and SHA-256 go into the chunk's
         source states (size and time alone when it cannot be read), for later staleness
@@ -223,6 +255,12 @@ class Converter:
             raise ImageError(f"cannot read file: {exc.strerror or exc}") from exc
         states[rel] = [size, mtime_ns, hashlib.sha256(data).hexdigest()]
         return data
+
+
+def _dropped(problem: str, recipe) -> dict:
+    """A problem line `where: why` of an objects recipe as a manifest entry."""
+    where, sep, why = problem.partition(": ")
+    return {"path": where, "reason": why} if sep else {"path": mask_key(recipe), "reason": problem}
 
 
 def _annotations(results: list[ChunkResult]) -> dict:

@@ -120,7 +120,8 @@ PLAN_OPTIONS = (
     Option(
         "crowd",
         "ignore",
-        "COCO: crowd regions become --ignore-index, or their category's class.",
+        "COCO: crowd regions become --ignore-index, or their category's class; with --task "
+        "detection/instances crowds are left out, or with class kept, flagged iscrowd.",
         kind="choice",
         choices=CROWDS,
     ),

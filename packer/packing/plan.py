@@ -23,6 +23,7 @@ from ..errors import PackError
 from ..flags import flag, on_command_line
 from ..imaging import Geometry
 from ..labels import ClassTable, mask_dtype
+from ..manifest import OBJECT_TASKS
 from ..options import refuse_unknown, resolve, with_signature
 from ..schema import fields_for, record_bytes
 from ..sources import AnnotationOptions, Sample, SourceScan, mask_files, mask_line, scan
@@ -205,6 +206,11 @@ def make_plan(
     )
     notes = list(found.notes)
     table = class_table(found, o.classes, o.layout, notes)
+    if mapping and found.task in OBJECT_TASKS:
+        raise PackError(
+            f"{flag('ignore_class')} and {flag('class_map')} do not apply to {found.task} packs "
+            "yet: their objects keep the source's classes"
+        )
     if mapping:
         table = relabelled(found, table, mapping, notes)
     ignore_index = o.ignore_index

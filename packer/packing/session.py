@@ -182,6 +182,7 @@ class _Job:
 
         def on_chunk(result: ChunkResult) -> None:
             seen.extend(result.rejected)
+            seen.extend(d for d in result.dropped if "object" not in d)  # bad input, not geometry
             _check_rejects(seen, self.limit)
 
         _check_rejects(seen, self.limit)

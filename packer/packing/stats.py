@@ -27,6 +27,7 @@ class ChunkStats:
     channel_hist: np.ndarray = field(default_factory=lambda: np.zeros((3, 256), np.int64))
     class_counts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     backends: Counter = field(default_factory=Counter)
+    objects: Counter | None = None  # detection: objects per image, COCO sizes, dropped
 
     def add(self, record: dict[str, np.ndarray], backend: str) -> None:
         """Count one record: sampled rows into the channel histograms, every mask pixel (or the
@@ -36,7 +37,9 @@ class ChunkStats:
         rows = record["images"][step // 2 :: step]
         for c in range(3):
             self.channel_hist[c] += _histogram(rows, c, 256)
-        if "masks" in record:
+        if "boxes" in record:
+            counts = self._count_objects(record)
+        elif "masks" in record:
             mask = record["masks"]
             counts = (
                 _histogram(mask, 0, 256) if mask.dtype == np.uint8 else np.bincount(mask.ravel())
@@ -48,13 +51,36 @@ class ChunkStats:
             self.class_counts = np.pad(self.class_counts, (0, len(counts) - len(self.class_counts)))
         self.class_counts[: len(counts)] += counts
 
+    def _count_objects(self, record: dict[str, np.ndarray]) -> np.ndarray:
+        """Objects per class (returned), and per image and by COCO's area ranges (small under
+        32^2 px, medium under 96^2, large), measured on the packed boxes."""
+        if self.objects is None:
+            self.objects = Counter()
+        boxes = record["boxes"]
+        area = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
+        self.objects[f"images_with_{len(boxes)}"] += 1
+        self.objects["small"] += int((area < 32**2).sum())
+        self.objects["medium"] += int(((area >= 32**2) & (area < 96**2)).sum())
+        self.objects["large"] += int((area >= 96**2).sum())
+        return np.bincount(record["labels"].astype(np.int64), minlength=1)
+
+    def dropped(self, reasons: list[str]) -> None:
+        """Count objects left out, by reason."""
+        if self.objects is None:
+            self.objects = Counter()
+        for reason in reasons:
+            self.objects["dropped: " + reason] += 1
+
 
 def merge(chunks: Iterable[ChunkStats]) -> dict:
     """A shard's statistics, as its receipt stores them (JSON-ready)."""
     hist = np.zeros((3, 256), np.int64)
     classes: Counter = Counter()
     backends: Counter = Counter()
+    objects: Counter | None = None
     for c in chunks:
+        if c.objects is not None:
+            objects = (objects or Counter()) + c.objects
         hist += c.channel_hist
         classes.update({int(k): int(c.class_counts[k]) for k in np.flatnonzero(c.class_counts)})
         backends.update(c.backends)
@@ -62,6 +88,7 @@ def merge(chunks: Iterable[ChunkStats]) -> dict:
         "channel_hist": hist.tolist(),
         "class_counts": {str(k): v for k, v in sorted(classes.items())},
         "backends": dict(sorted(backends.items())),
+        **({"objects": dict(sorted(objects.items()))} if objects is not None else {}),
     }
 
 

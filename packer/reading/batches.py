@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import formats
 from ..errors import ManifestError
+from ..schema import fixed, ragged
 from .buffers import BufferPool
 
 if TYPE_CHECKING:
@@ -38,6 +39,9 @@ class BatchReader:
         except ValueError as exc:  # a format option without random access (gzip TFRecords)
             raise ManifestError(str(exc)) from None
         self.cache = dataset.cache  # None for a local pack
+        self.fields = fixed(self.fields)  # batched; ragged ones are read per sample (objects)
+        self.object_fields = ragged(split.dataset.fields)
+        self.has_objects = bool(self.object_fields)
         self.buffers = BufferPool(self.fields)
 
     def read(
@@ -79,6 +83,47 @@ class BatchReader:
             if self.cache is not None and shard + 1 < len(self.shards):
                 self.cache.prefetch(self._data_files(shard + 1))  # in order: the next shard
         return out
+
+    def objects(self, indices: np.ndarray) -> list[dict[str, np.ndarray]]:
+        """The ragged fields (boxes, labels, masks, ...) of each sample of sorted `indices`,
+        one dict each, in that order."""
+        fields, counts = self.ragged(indices)
+        bounds = [0, *np.cumsum(counts).tolist()]
+        return [
+            {name: array[a:b] for name, array in fields.items()}
+            for a, b in itertools.pairwise(bounds)
+        ]
+
+    def ragged(self, indices: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """The ragged fields of sorted `indices` as one array per field (every row, sample
+        after sample) and each sample's row count."""
+        order = np.asarray(indices, dtype=np.int64)
+        parts, counts = [], []
+        for shard, start, stop in self._runs(order):
+            local = order[start:stop] - self.split.offsets[shard]
+            if self.cache is not None:
+                self.cache.ensure(self._data_files(shard))
+            reader = self.shards[shard]
+            if hasattr(reader, "read_ragged"):
+                found, found_counts = reader.read_ragged(local)
+            else:  # formats that parse records one by one
+                samples = reader.read_objects(local)
+                found_counts = np.array([len(s["labels"]) for s in samples], np.int64)
+                found = {f.name: [s[f.name] for s in samples] for f in self.object_fields}
+                found = {k: np.concatenate([self._empty(k), *v]) for k, v in found.items()}
+            parts.append(found)
+            counts.append(found_counts)
+        if len(parts) == 1:
+            return parts[0], counts[0]
+        names = [f.name for f in self.object_fields]
+        return (
+            {k: np.concatenate([self._empty(k)] + [p[k] for p in parts]) for k in names},
+            np.concatenate([np.zeros(0, np.int64), *counts]),
+        )
+
+    def _empty(self, name: str) -> np.ndarray:
+        f = next(f for f in self.object_fields if f.name == name)
+        return np.zeros((0, *f.shape), f.dtype)
 
     def _check_out(self, out: dict[str, np.ndarray], count: int) -> None:
         """Caller-supplied arrays must match the fields' record shapes and dtypes exactly."""

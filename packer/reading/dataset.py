@@ -114,7 +114,12 @@ class PackedDataset:
         stats = self.manifest["stats"]
         if split is not None:
             stats = stats["splits"][self[split].name]
-        counts = stats.get("class_pixels") or stats.get("class_images") or {}
+        counts = (
+            stats.get("class_pixels")
+            or stats.get("class_images")
+            or stats.get("class_objects")
+            or {}
+        )
         n = np.array([counts.get(c["name"], 0) for c in self.classes], np.float64)
         present = n > 0
         weights = np.zeros_like(n)
@@ -162,9 +167,12 @@ class Split:
             f"{len(self.shards)} shard(s); {fields}>"
         )
 
-    def __getitem__(self, index: int) -> tuple[np.ndarray, np.ndarray | int]:
+    def __getitem__(self, index: int) -> tuple[np.ndarray, np.ndarray | int | dict]:
         """Sample `index` (negative counts from the end) as (image, target): target is the
-        class id (classification) or the mask of class ids (segmentation)."""
+        class id (classification), the mask of class ids (segmentation), or for detection
+        and instances a dict: "boxes" float32 `[N,4]` x1,y1,x2,y2 in the image's pixels,
+        "labels" `[N]`, "iscrowd" and "difficult" uint8 `[N]`, "masks" uint8 `[N,H,W]`
+        (instances)."""
         if not isinstance(index, int | np.integer):
             raise TypeError(f"split indices are integers, not {type(index).__name__}")
         if index < 0:
@@ -173,10 +181,15 @@ class Split:
             raise IndexError(f"sample {index} out of range for split {self.name!r} ({self.count})")
         if self.random_access:
             batch = self.reader.read(np.asarray([index]))
+            if self.reader.has_objects:
+                return np.array(batch["images"][0]), self.reader.objects(np.asarray([index]))[0]
         else:  # read its shard from the start
             shard, local = self.locate(index)
             records = self._stream(self.shards[shard])
             record = next(r for i, r in enumerate(records) if i == local)
+            if any(f.ragged for f in self.dataset.fields):
+                image = np.array(record.pop("images"))
+                return image, record
             batch = {k: v[None] for k, v in record.items()}
         image = np.array(batch["images"][0])
         if "masks" in batch:

@@ -18,10 +18,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import ManifestError
+from ..manifest import OBJECT_TASKS
 from ..schema import record_bytes
 from .dataset import PackedDataset, Split
 from .mixture import Mixture
 from .mixture_read import MixedSplit, open_split
+from .objects import Padder
 from .options import (
     BATCH_SIZE,
     SPLIT,
@@ -104,6 +106,14 @@ class Loader:
             uneven=o.uneven,
             plan=plan,
         )
+        self.objects = dataset.task in OBJECT_TASKS
+        if self.objects and (o.augment is not None or o.one_hot):
+            what = "augment=" if o.augment is not None else "one_hot=True"
+            raise ValueError(
+                f"{what} does not apply to the objects of this {dataset.task} pack yet: its "
+                "targets are boxes and per-object masks (read them without it)"
+            )
+        self.padder = Padder(o.max_boxes)
         self.transform = BatchTransform(dataset.manifest, o.normalize, o.one_hot)
         self._prefetched: set[tuple[Pass, int]] = set()
 
@@ -180,11 +190,45 @@ class Loader:
         return self.split.reader.read(indices, out)
 
     def batch(self, index: int, epoch: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """`(images, targets)` of batch `index`, augmented, normalised and one-hot as asked."""
+        """`(images, targets)` of batch `index`, augmented, normalised and one-hot as asked;
+        a detection pack's targets are a list of per-sample dicts (rows in ascending sample
+        index, as the images)."""
         arrays = self.read(index, epoch)
+        if self.objects:
+            return self.transform.normalizer(arrays["images"]), self.targets(index, epoch)
         if self.augment is not None:
             arrays = self._augmented(arrays, index, epoch)
         return self.transform(arrays)
+
+    def targets(self, index: int, epoch: int | None = None) -> list[dict[str, np.ndarray]]:
+        """A detection pack's per-sample targets of batch `index`, in ascending sample index."""
+        return self.split.reader.objects(np.sort(self.indices(index, epoch)))
+
+    def ragged_targets(
+        self, index: int, epoch: int | None = None
+    ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """The same targets as one array per field (every object, sample after sample) and
+        each sample's object count."""
+        return self.split.reader.ragged(np.sort(self.indices(index, epoch)))
+
+    def objects_batch(
+        self, index: int, epoch: int | None = None
+    ) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
+        """A detection pack's batch `index` at once: images (normalised as asked), one array
+        per object field (every object, sample after sample) and each sample's object count,
+        in ascending sample index."""
+        p = self.pass_of(epoch)
+        indices = np.sort(self.sampler.batch(p, index))
+        if self.sampler.shuffle == "windows":
+            self._prefetch_windows(p, index)
+        reader = self.split.reader
+        images = self.transform.normalizer(reader.read(indices)["images"])
+        return images, *reader.ragged(indices)
+
+    def padded_batch(self, index: int, epoch: int | None = None) -> tuple[np.ndarray, dict]:
+        """`(images, {"boxes": [B,max_boxes,4], "labels": [B,max_boxes]})` padded with -1."""
+        images, fields, counts = self.objects_batch(index, epoch)
+        return images, self.padder(fields, counts)
 
     def draw(self, index: int, epoch: int | None = None) -> AugmentParams:
         """The augmentation parameters of batch `index`, rows in ascending sample index (the

@@ -136,6 +136,15 @@ class ReaderOptions(TypedDict, total=False):
             "before normalisation and one-hot.",
         ),
     ]
+    max_boxes: Annotated[
+        int,
+        Default(
+            100,
+            "Detection packs, for the padded targets of PackedSequence and packer.tf.dataset: "
+            "objects per image in `boxes` [B,max_boxes,4] and `labels` [B,max_boxes] (padding "
+            "-1); an image's further objects are cut, counted and warned of once.",
+        ),
+    ]
     cache_dir: Annotated[
         str | os.PathLike | None,
         Default(

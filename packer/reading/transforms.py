@@ -49,8 +49,16 @@ def one_hot_table(num_classes: int, ignore_index: int | None, task: str) -> np.n
 
 
 def target_field(task: str) -> str:
-    """The field readers yield as targets: masks for segmentation, labels for classification."""
+    """The field readers yield as targets: masks for segmentation, labels for classification,
+    padded boxes and labels ("objects") for detection and instances."""
+    if task in ("detection", "instances"):
+        return "objects"
     return "masks" if task == "segmentation" else "labels"
+
+
+def targets_of(arrays: dict, target: str):
+    """The targets of a batch's arrays: one field's, or the padded objects' dict."""
+    return {k: arrays[k] for k in ("boxes", "labels")} if target == "objects" else arrays[target]
 
 
 class BatchTransform:
@@ -73,7 +81,7 @@ class BatchTransform:
 
     def __call__(self, arrays: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         images = self.normalizer(arrays["images"])
-        targets = arrays[self.target]
+        targets = targets_of(arrays, self.target)
         if self.one_hot is not None:
             targets = self.one_hot[targets]
         return images, targets
@@ -82,7 +90,7 @@ class BatchTransform:
         """The same transform on tf tensors, in-graph (ids outside 0..C-1 become zero rows)."""
         import tensorflow as tf
 
-        images, targets = arrays["images"], arrays[self.target]
+        images, targets = arrays["images"], targets_of(arrays, self.target)
         mode = self.normalizer.mode
         if mode is not None:
             images = tf.cast(images, tf.float32)

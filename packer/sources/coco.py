@@ -15,9 +15,21 @@ from pathlib import Path
 from .. import storage
 from ..errors import LabelError, SourceError
 from ..flags import flag
-from .coco_files import JsonFile, class_table, found_files, image_files, read_json, split_name
+from . import coco_objects
+from .coco_files import (
+    ROBOFLOW_JSON,
+    JsonFile,
+    annotations_by_image,
+    class_table,
+    drop_placeholder,
+    found_files,
+    image_files,
+    read_json,
+    split_name,
+)
 from .coco_masks import CocoInstances, shape_of
 from .model import AnnotationOptions, Found, Rejection, Tree
+from .objects import TASKS
 from .recipes import digest_of
 
 NAME = "coco"
@@ -35,14 +47,47 @@ def detect(tree: Tree, annotations: AnnotationOptions) -> str | None:
 def scan(root: Path, tree: Tree, annotations: AnnotationOptions) -> Found:
     """Every image of every instances JSON, with its annotations as a mask recipe."""
     files = _given_files(annotations) if annotations.coco else _layout_files(root, tree)
-    found = Found(NAME, "segmentation", LOOKED_FOR, split_origin="COCO annotation files")
-    loaded = [(file, read_json(root, file)) for file in files]
-    found.table, classes = class_table([(f, d["categories"]) for f, d in loaded], background=True)
+    loaded = [(f, read_json(root, f), "" if annotations.coco else f.stem) for f in files]
+    found = scan_files(root, loaded, tree, annotations, NAME)
+    if not annotations.coco:
+        found.notes += [
+            f"{f.shown}: no {f.stem}/ image folder beside annotations/, not packed"
+            for f in found_files(tree, "instances")
+            if f.stem not in tree[""].dirs
+        ]
+    return found
+
+
+def scan_files(
+    root: Path,
+    loaded: list[tuple[JsonFile, dict, str]],
+    tree: Tree,
+    annotations: AnnotationOptions,
+    layout: str,
+) -> Found:
+    """The samples of COCO JSONs, each with the folder (under SRC) its images' `file_name`s
+    start from: semantic masks (segmentation) or objects (detection, instances) as asked."""
+    for file, data, _ in loaded:
+        if file.path.name == ROBOFLOW_JSON:
+            drop_placeholder(data)
+    if annotations.task in TASKS:
+        found = coco_objects.scan_objects(root, loaded, tree, annotations)
+        found.layout = layout
+        _note_panoptic(tree, found)
+        return found
+    if annotations.task not in ("auto", "segmentation"):
+        raise SourceError(
+            f"{flag('task', annotations.task)}: COCO instances give segmentation, detection "
+            "or instances"
+        )
+    found = Found(layout, "segmentation", LOOKED_FOR, split_origin="COCO annotation files")
+    found.table, classes = class_table(
+        [(f, d["categories"]) for f, d, _ in loaded], background=True
+    )
     counts = []
-    for file, data in loaded:
-        folder = "" if annotations.coco else file.stem
-        images = image_files(data, file, tree, folder, found.rejected)
-        per_image = _annotations_by_image(data, file, found.rejected)
+    for file, data, folder in loaded:
+        images = image_files(root, data, file, tree, folder, found.rejected)
+        per_image = annotations_by_image(data, file, found.rejected)
         for image_id, (rel, height, width) in images.items():
             mine = per_image.get(image_id, [])
             drawn = [a for a in mine if a.get("segmentation") != []]  # [] draws nothing
@@ -71,13 +116,13 @@ def scan(root: Path, tree: Tree, annotations: AnnotationOptions) -> Found:
         listed = len(data.get("annotations", []))
         counts.append(f"{file.shown}, {len(images):,} images, {listed:,} annotations")
     found.why = "COCO instances: " + "; ".join(counts)
+    found.notes += coco_objects.boxes_only_note([(f, d) for f, d, _ in loaded])
+    if annotations.task == "auto":
+        found.notes.append(
+            "semantic masks by default; --task detection packs each object's box and label, "
+            "--task instances a mask per object too"
+        )
     _note_panoptic(tree, found)
-    if not annotations.coco:
-        found.notes += [
-            f"{f.shown}: no {f.stem}/ image folder beside annotations/, not packed"
-            for f in found_files(tree, "instances")
-            if f.stem not in tree[""].dirs
-        ]
     return found
 
 
@@ -104,20 +149,6 @@ def _given_files(annotations: AnnotationOptions) -> list[JsonFile]:
         splits.add(name)
         files.append(JsonFile(location, str(path), name, stem))
     return files
-
-
-def _annotations_by_image(data: dict, file: JsonFile, rejected: list[Rejection]) -> dict:
-    """image id -> its annotations in the file's order; those of unlisted images reported."""
-    listed = {image.get("id") for image in data["images"] if isinstance(image, dict)}
-    found: dict = {}
-    for a in data.get("annotations", []):
-        image_id = a.get("image_id") if isinstance(a, dict) else None
-        if image_id not in listed:
-            where = f"{file.shown}#annotation {a.get('id') if isinstance(a, dict) else '?'}"
-            rejected.append(Rejection(where, f"image_id {image_id} is not in images"))
-            continue
-        found.setdefault(image_id, []).append(a)
-    return found
 
 
 def _class_of(annotation: dict, classes: dict[int, int]) -> int:

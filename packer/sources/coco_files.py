@@ -87,11 +87,13 @@ def _categories(file: JsonFile, categories: list) -> list[tuple[int, str]]:
 
 
 def image_files(
-    data: dict, file: JsonFile, tree: Tree, folder: str, rejected: list[Rejection]
+    root: Path, data: dict, file: JsonFile, tree: Tree, folder: str, rejected: list[Rejection]
 ) -> dict[int, tuple[str, int, int]]:
     """image id -> (path relative to SRC, height, width) of every listed image that exists;
-    the others are rejected with the reason."""
+    the others are rejected with the reason. An image that is not under SRC is looked for
+    beside its JSON (a JSON named with --coco outside SRC), and then given by its full path."""
     found = {}
+    beside = _json_folder(file)
     for image in data["images"]:
         try:
             image_id, name = int(image["id"]), str(image["file_name"])
@@ -101,10 +103,66 @@ def image_files(
             rejected.append(Rejection(where, "needs id, file_name, height and width"))
             continue
         rel = join(folder, name)
-        parent, _, base = rel.rpartition("/")
-        node = tree.get(parent)
-        if node is None or base not in node.files:
+        if not _listed(tree, rel) and beside is not None:
+            rel = _beside(root, tree, beside, name) or rel
+        if not _listed(tree, rel) and not Path(rel).is_absolute():
             rejected.append(Rejection(rel, f"no such image file (listed in {file.shown})"))
             continue
         found[image_id] = (rel, height, width)
+    return found
+
+
+def _listed(tree: Tree, rel: str) -> bool:
+    parent, _, base = rel.rpartition("/")
+    node = tree.get(parent)
+    return node is not None and base in node.files
+
+
+def _json_folder(file: JsonFile) -> Path | None:
+    """The folder of a JSON named with --coco (its images may lie beside it), else None."""
+    if not file.path.is_absolute() or storage.is_url(file.path):
+        return None
+    return file.path.parent
+
+
+def _beside(root: Path, tree: Tree, beside: Path, name: str) -> str | None:
+    """An image beside its JSON: its path relative to SRC when it is inside, else its full
+    path when that file exists; None when it is in neither place."""
+    path = beside / name
+    if path.is_relative_to(root):
+        rel = path.relative_to(root).as_posix()
+        return rel if _listed(tree, rel) else None
+    return str(path) if storage.is_file(path) else None
+
+
+ROBOFLOW_JSON = "_annotations.coco.json"  # Roboflow's COCO export: one beside each split's images
+PLACEHOLDER = "none"  # Roboflow's supercategory of the category named after the dataset
+
+
+def drop_placeholder(data: dict) -> None:
+    """Leave out Roboflow's placeholder category (supercategory "none", used by no
+    annotation), which would otherwise become a class."""
+    used = {a.get("category_id") for a in data.get("annotations", []) if isinstance(a, dict)}
+    data["categories"] = [
+        c
+        for c in data["categories"]
+        if not (
+            isinstance(c, dict)
+            and c.get("supercategory") == PLACEHOLDER
+            and c.get("id") not in used
+        )
+    ]
+
+
+def annotations_by_image(data: dict, file: JsonFile, rejected: list[Rejection]) -> dict:
+    """image id -> its annotations in the file's order; those of unlisted images reported."""
+    listed = {image.get("id") for image in data["images"] if isinstance(image, dict)}
+    found: dict = {}
+    for a in data.get("annotations", []):
+        image_id = a.get("image_id") if isinstance(a, dict) else None
+        if image_id not in listed:
+            where = f"{file.shown}#annotation {a.get('id') if isinstance(a, dict) else '?'}"
+            rejected.append(Rejection(where, f"image_id {image_id} is not in images"))
+            continue
+        found.setdefault(image_id, []).append(a)
     return found

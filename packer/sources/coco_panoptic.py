@@ -35,6 +35,11 @@ def detect(tree: Tree, annotations: AnnotationOptions) -> str | None:
 
 def scan(root: Path, tree: Tree, annotations: AnnotationOptions) -> Found:
     """Every image with a panoptic PNG, its segments mapped to classes."""
+    if annotations.task not in ("auto", "segmentation"):
+        raise SourceError(
+            f"{flag('task', annotations.task)}: COCO panoptic PNGs give segmentation; for "
+            f"objects pack the instances JSON ({flag('layout', 'coco')})"
+        )
     files = _files(tree)
     if not files:
         raise SourceError(
@@ -45,7 +50,7 @@ def scan(root: Path, tree: Tree, annotations: AnnotationOptions) -> Found:
     found.table, classes = class_table([(f, d["categories"]) for f, d in loaded], background=False)
     counts = []
     for file, data in loaded:
-        images = image_files(data, file, tree, file.stem, found.rejected)
+        images = image_files(root, data, file, tree, file.stem, found.rejected)
         pngs = join(ANNOTATIONS, f"panoptic_{file.stem}")
         segments = 0
         entries = data.get("annotations", [])

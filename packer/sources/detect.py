@@ -31,6 +31,7 @@ from . import (
     yolo,
 )
 from .class_folders import CLASS_HELP, refuse_unread_annotations
+from .coco_exports import Cvat, Roboflow
 from .lists import list_file_note, scan_list_file
 from .mask_folders import PAIR_HELP, scan_explicit_masks
 from .model import (
@@ -50,6 +51,8 @@ from .walk import folder_key, is_pack, kind, locate, resolve, walk
 # The layouts, in the order auto tries them.
 REGISTRY = (
     coco,
+    Cvat,
+    Roboflow,
     coco_panoptic,
     cityscapes,
     ade20k,
