@@ -170,11 +170,10 @@ def dataset(
             f"{path}: stream=False reads by index, and a gzip-compressed tfrecord pack has no "
             "random access: leave stream unset to stream it, or pack it without --compression"
         )
-    if part.dataset.task in OBJECT_TASKS and (o.augment is not None or o.one_hot):
+    if part.dataset.task in OBJECT_TASKS and o.one_hot:
         raise ValueError(
-            f"{'augment=' if o.augment is not None else 'one_hot=True'} does not apply to the "
-            f"objects of this {part.dataset.task} pack yet: its targets are boxes and "
-            "per-object masks"
+            f"one_hot=True does not apply to the objects of this {part.dataset.task} pack: its "
+            "targets are boxes and labels"
         )
     if stream and fmt != "tfrecord":
         raise ValueError(f"{path}: only tfrecord packs stream; this one is {fmt}")

@@ -139,6 +139,12 @@ def _augmented(augment: Augment | None, arrays: dict) -> dict:
     indices, epoch = arrays.pop("indices", None), arrays.pop("epoch", None)
     if augment is None:
         return arrays
+    if "boxes" in arrays:  # a detection pack's padded targets move with the images
+        targets = {"boxes": arrays["boxes"], "labels": arrays["labels"]}
+        images, _, moved = tf_exec.augment(
+            augment, arrays["images"], None, epoch, indices, targets=targets
+        )
+        return {**arrays, "images": images, **moved}
     images, masks = tf_exec.augment(augment, arrays["images"], arrays.get("masks"), epoch, indices)
     return {**arrays, "images": images} | ({} if masks is None else {"masks": masks})
 

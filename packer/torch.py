@@ -73,17 +73,6 @@ def _target_dtype(name: str | torch.dtype | None, one_hot: bool) -> np.dtype:
     return np.dtype(text)
 
 
-def _distributed(rank: int | None, world_size: int | None) -> tuple[int, int]:
-    """Explicit values, else torch.distributed's when it is initialised, else one process."""
-    dist = torch.distributed
-    active = dist.is_available() and dist.is_initialized()
-    if world_size is None:
-        world_size = dist.get_world_size() if active else 1
-    if rank is None:
-        rank = dist.get_rank() if active else 0
-    return rank, world_size
-
-
 class TorchOptions(LoaderOptions, total=False):
     """`packer.torch`'s own options, besides the readers' (`reading.options`)."""
 
@@ -111,7 +100,7 @@ class TorchOptions(LoaderOptions, total=False):
     ]
 
 
-# Unless given, the ranks come from torch.distributed (see _distributed).
+# Unless given, the ranks come from torch.distributed (see torch_device.distributed).
 FROM_TORCH_DISTRIBUTED = {
     "rank": Default(None, shown="torch.distributed's rank when it is initialised, else 0"),
     "world_size": Default(None, shown="torch.distributed's world size, else 1"),
@@ -138,7 +127,9 @@ class _Packed:
             raise ValueError(f"layout must be one of {LAYOUTS}, not {layout!r}")
         if augment_device is not None and given["augment"] is None:
             raise ValueError("augment_device names where to run augment=...: give both")
-        given["rank"], given["world_size"] = _distributed(given["rank"], given["world_size"])
+        given["rank"], given["world_size"] = torch_device.distributed(
+            given["rank"], given["world_size"]
+        )
         self.loader = Loader(path, split, batch_size, **given)
         self.layout = layout
         self._target_dtype = _target_dtype(target_dtype, given["one_hot"])
@@ -180,6 +171,11 @@ class _Packed:
         return len(self.loader)
 
     def _device_finish(self, augment_device: str | torch.device) -> torch_device.DeviceFinish:
+        if self.loader.objects:
+            raise ValueError(
+                "augment_device does not take a detection pack's boxes and masks yet: leave "
+                "it unset, and the DataLoader workers augment them (NumPy/OpenCV)"
+            )
         transform = self.loader.transform
         return torch_device.DeviceFinish(
             torch_device.device_of(augment_device),

@@ -20,6 +20,17 @@ from .augment.params import AugmentParams
 from .reading.transforms import Normalizer
 
 
+def distributed(rank: int | None, world_size: int | None) -> tuple[int, int]:
+    """Explicit values, else torch.distributed's when it is initialised, else one process."""
+    dist = torch.distributed
+    active = dist.is_available() and dist.is_initialized()
+    if world_size is None:
+        world_size = dist.get_world_size() if active else 1
+    if rank is None:
+        rank = dist.get_rank() if active else 0
+    return rank, world_size
+
+
 def device_of(name: Any) -> torch.device:
     """`augment_device` as a torch.device, refused with a one-line reason when unusable."""
     try:

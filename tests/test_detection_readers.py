@@ -1,7 +1,7 @@
 """Detection packs through every reader: packer.torch yields lists of per-image dicts of tensors
 (torchvision's convention) that a real torch model trains on; PackedSequence and
 packer.tf.dataset yield boxes/labels padded to max_boxes with -1 (KerasHub's), cuts counted;
-rank sharding and exact resume as for any pack; augmentation refused in one line for now."""
+rank sharding and exact resume as for any pack; augmentation moves the objects in each."""
 
 from __future__ import annotations
 
@@ -15,7 +15,9 @@ from torch.utils.data import DataLoader
 
 import packer
 import packer.keras
+import packer.tf
 import packer.torch
+from packer.augment import numpy_exec
 from tests.detection_fixtures import make_detection_coco
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
@@ -168,14 +170,50 @@ def test_tf_dataset_pads_to_max_boxes(pack, stream):
     assert seen == len(expected)
 
 
-def test_augmentation_of_objects_is_refused_in_one_line(pack):
-    augment = packer.Augment(horizontal_flip=True, seed=0)
-    with pytest.raises(
-        ValueError, match="augment= does not apply to the objects of this instances pack yet"
-    ):
-        packer.keras.PackedSequence(pack, "train", batch_size=2, augment=augment)
+def test_augmentation_moves_objects_alike_in_every_reader(pack):
+    augment = packer.Augment(horizontal_flip=True, width_shift_range=0.3, zoom_range=0.3, seed=0)
+    part = packer.open(pack)["train"]
+    options = dict(batch_size=4, seed=3, shuffle=False, augment=augment)
+    seq = packer.keras.PackedSequence(pack, "train", **options)
+    tds = packer.torch.PackedDataset(pack, "train", **options)
+    tfds = list(packer.tf.dataset(pack, "train", **options))
+    moved_any = False
+    for k in range(len(seq)):
+        indices = np.arange(4 * k, min(4 * k + 4, part.count))
+        images = np.stack([part[i][0] for i in indices])
+        raw = [part[i][1] for i in indices]
+        params = augment.draw(0, indices, images.shape[1:3])
+        want_images, _, want = numpy_exec.apply(images, None, params, targets=raw)
+        images_k, padded = seq[k]
+        np.testing.assert_array_equal(images_k, want_images)
+        torch_images, torch_targets = tds[k]
+        np.testing.assert_array_equal(torch_images.numpy(), want_images)
+        tf_images, tf_targets = tfds[k]
+        assert tuple(tf_images.shape) == want_images.shape
+        for j, target in enumerate(want):
+            n = len(target["labels"])
+            moved_any |= n != len(raw[j]["labels"]) or not np.array_equal(
+                target["boxes"], raw[j]["boxes"]
+            )
+            np.testing.assert_allclose(padded["boxes"][j, :n], target["boxes"], atol=1e-4)
+            assert (padded["labels"][j, n:] == -1).all()
+            np.testing.assert_array_equal(torch_targets[j]["masks"].numpy(), target["masks"])
+            np.testing.assert_allclose(torch_targets[j]["boxes"].numpy(), target["boxes"])
+            np.testing.assert_allclose(
+                tf_targets["boxes"].numpy()[j, :n], target["boxes"], atol=1e-3
+            )
+            assert tf_targets["labels"].numpy()[j, :n].tolist() == target["labels"].tolist()
+    assert moved_any
+
+
+def test_one_hot_and_device_augmentation_of_objects_are_refused_in_one_line(pack):
     with pytest.raises(ValueError, match="one_hot=True does not apply"):
         packer.torch.PackedDataset(pack, "train", batch_size=2, one_hot=True)
+    augment = packer.Augment(horizontal_flip=True, seed=0)
+    with pytest.raises(ValueError, match="augment_device does not take a detection pack"):
+        packer.torch.PackedDataset(
+            pack, "train", batch_size=2, augment=augment, augment_device="cpu"
+        )
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         packer.torch.PackedDataset(pack, "train", batch_size=2)

@@ -107,11 +107,10 @@ class Loader:
             plan=plan,
         )
         self.objects = dataset.task in OBJECT_TASKS
-        if self.objects and (o.augment is not None or o.one_hot):
-            what = "augment=" if o.augment is not None else "one_hot=True"
+        if self.objects and o.one_hot:
             raise ValueError(
-                f"{what} does not apply to the objects of this {dataset.task} pack yet: its "
-                "targets are boxes and per-object masks (read them without it)"
+                f"one_hot=True does not apply to the objects of this {dataset.task} pack: its "
+                "targets are boxes, labels and per-object masks (read them without it)"
             )
         self.padder = Padder(o.max_boxes)
         self.transform = BatchTransform(dataset.manifest, o.normalize, o.one_hot)
@@ -193,16 +192,13 @@ class Loader:
         """`(images, targets)` of batch `index`, augmented, normalised and one-hot as asked;
         a detection pack's targets are a list of per-sample dicts (rows in ascending sample
         index, as the images)."""
-        arrays = self.read(index, epoch)
         if self.objects:
-            return self.transform.normalizer(arrays["images"]), self.targets(index, epoch)
+            images, fields, counts = self.objects_batch(index, epoch)
+            return images, per_sample(fields, counts)
+        arrays = self.read(index, epoch)
         if self.augment is not None:
             arrays = self._augmented(arrays, index, epoch)
         return self.transform(arrays)
-
-    def targets(self, index: int, epoch: int | None = None) -> list[dict[str, np.ndarray]]:
-        """A detection pack's per-sample targets of batch `index`, in ascending sample index."""
-        return self.split.reader.objects(np.sort(self.indices(index, epoch)))
 
     def ragged_targets(
         self, index: int, epoch: int | None = None
@@ -214,16 +210,26 @@ class Loader:
     def objects_batch(
         self, index: int, epoch: int | None = None
     ) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
-        """A detection pack's batch `index` at once: images (normalised as asked), one array
-        per object field (every object, sample after sample) and each sample's object count,
-        in ascending sample index."""
+        """A detection pack's batch `index` at once: images (augmented and normalised as
+        asked), one array per object field (every object, sample after sample) and each
+        sample's object count, in ascending sample index. Augmentation moves the boxes and
+        per-object masks with the images and drops the objects it pushes out."""
         p = self.pass_of(epoch)
         indices = np.sort(self.sampler.batch(p, index))
         if self.sampler.shuffle == "windows":
             self._prefetch_windows(p, index)
         reader = self.split.reader
-        images = self.transform.normalizer(reader.read(indices)["images"])
-        return images, *reader.ragged(indices)
+        images = reader.read(indices)["images"]
+        fields, counts = reader.ragged(indices)
+        if self.augment is not None:
+            from ..augment import numpy_exec
+
+            params = self.augment.draw(p.epoch, indices, images.shape[1:3])
+            images, _, moved = numpy_exec.apply(
+                images, None, params, targets=per_sample(fields, counts)
+            )
+            fields, counts = ragged(moved, fields)
+        return self.transform.normalizer(images), fields, counts
 
     def padded_batch(self, index: int, epoch: int | None = None) -> tuple[np.ndarray, dict]:
         """`(images, {"boxes": [B,max_boxes,4], "labels": [B,max_boxes]})` padded with -1."""
@@ -261,6 +267,27 @@ class Loader:
 
 with_signature(Loader.__init__, LOADER_OPTIONS)
 documented(Loader, LOADER_OPTIONS)
+
+
+def per_sample(fields: dict[str, np.ndarray], counts: np.ndarray) -> list[dict[str, np.ndarray]]:
+    """Ragged object fields (every object, sample after sample) as one dict per sample."""
+    cuts = np.cumsum(counts)[:-1]
+    split = {name: np.split(values, cuts) for name, values in fields.items()}
+    return [dict(zip(split, row, strict=True)) for row in zip(*split.values(), strict=True)]
+
+
+def ragged(
+    targets: list[dict[str, np.ndarray]], like: dict[str, np.ndarray]
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Per-sample dicts back to ragged fields (each as `like`'s dtype) and object counts."""
+    counts = np.array([len(t["labels"]) for t in targets], np.int64)
+    fields = {
+        name: np.concatenate([np.asarray(t[name], values.dtype) for t in targets])
+        if targets
+        else values[:0]
+        for name, values in like.items()
+    }
+    return fields, counts
 
 
 def check_augment_fits(augment: Augment, dataset: PackedDataset, path: str) -> None:
