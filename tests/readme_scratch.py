@@ -20,7 +20,9 @@ import numpy as np
 from PIL import Image
 
 from packer.synthetic import make_classification, make_segmentation, shapes_scene
-from tests import coco_fixtures
+from tests import coco_fixtures, detection_fixtures
+from tests import test_sources_voc as voc_fixtures
+from tests import test_sources_yolo as yolo_fixtures
 
 SAMPLE_COUNTS = {"train": 12, "val": 4}  # make sample writes 48 + 16 at 320x240
 SAMPLE_SIZE = (64, 48)
@@ -125,6 +127,26 @@ def _voc(root: Path) -> None:
         mask.save(root / "voc" / "SegmentationClass" / f"2007_{i:06d}.png")
 
 
+def _cvat(root: Path) -> None:
+    detection_fixtures.make_cvat(root / "cvat_export")
+
+
+def _roboflow(root: Path) -> None:
+    detection_fixtures.make_roboflow(root / "roboflow_export")
+
+
+def _yolo(root: Path) -> None:
+    yolo_fixtures.write(root / "yolo_dataset", yolo_fixtures.DETECT)
+
+
+def _yolo_seg(root: Path) -> None:
+    yolo_fixtures.write(root / "yolo_seg", yolo_fixtures.SEGMENT)
+
+
+def _voc_detection(root: Path) -> None:
+    voc_fixtures.voc(root / "VOCdevkit" / "VOC2012")
+
+
 def _photos(root: Path) -> None:
     """Class folders of JPEGs, as flow_from_directory reads them."""
     make_classification(root / "photos", {"cats": 10, "dogs": 10}, (80, 60))
@@ -138,6 +160,11 @@ FOLDERS: dict[str, Callable[[Path], None]] = {
     "ADEChallengeData2016": _ade20k,
     "camvid": _camvid,
     "voc": _voc,
+    "cvat_export": _cvat,
+    "roboflow_export": _roboflow,
+    "yolo_dataset": _yolo,
+    "yolo_seg": _yolo_seg,
+    "VOCdevkit": _voc_detection,
 }
 
 
