@@ -17,7 +17,7 @@ from functools import cached_property
 import numpy as np
 
 from ..errors import MixtureError
-from ..schema import Field
+from ..schema import Field, fixed
 from .buffers import BufferPool
 from .dataset import PackedDataset, Split
 from .mixture import Mixture
@@ -179,7 +179,7 @@ class MixedReader:
     def __init__(self, split: MixedSplit) -> None:
         self.split = split
         self.plan = split.plan
-        self.fields = split.dataset.fields
+        self.fields = fixed(split.dataset.fields)  # batched; ragged ones by `ragged`
         self.tables = split.classes.tables
         self.targets = target_names(split.dataset.task)
         self.buffers = BufferPool(self.fields)
@@ -236,6 +236,29 @@ class MixedReader:
             for array in out.values():
                 array[...] = array[inverse]
         return out
+
+    def ragged(self, indices: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """A detection mixture's object fields of the ids `indices` (ascending id order), one
+        array per field, every object sample after sample, and each sample's object count;
+        labels looked up where a pack's table differs."""
+        order = np.sort(np.asarray(indices, np.int64))
+        _, pack, sample = self.plan.locate(order)
+        parts, counts = [], []
+        for k in np.unique(pack).tolist():  # ascending ids: pack after pack
+            first, last = np.searchsorted(pack, [k, k + 1])
+            fields, found = self.readers[k].ragged(sample[first:last])
+            if self.tables[k] is not None:
+                fields = {**fields, "labels": fields["labels"].copy()}  # maybe a mapped view
+                relabel(fields, self.tables[k], ("labels",))
+            parts.append(fields)
+            counts.append(found)
+        if len(parts) == 1:
+            return parts[0], counts[0]
+        names = list(parts[0]) if parts else []
+        return (
+            {name: np.concatenate([p[name] for p in parts]) for name in names},
+            np.concatenate([np.zeros(0, np.int64), *counts]),
+        )
 
     def prefetch(self, start: int, stop: int) -> None:
         """Reading ahead is per pack; a mixture's plan reads each pack uniformly shuffled."""
