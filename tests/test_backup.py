@@ -1,6 +1,7 @@
-"""packer.keras.BackupAndRestore: a model.fit killed by SIGKILL mid-epoch and started again
-with the same command continues with the next batch and ends with the uninterrupted run's
-weights, bit for bit (deterministic ops). Real Keras, real processes, a real SIGKILL."""
+"""packer.keras.BackupAndRestore: a model.fit killed by SIGKILL mid-epoch, or right after an
+epoch's last or first batch, and started again with the same command continues with the next
+batch and ends with the uninterrupted run's weights, bit for bit (deterministic ops). Real
+Keras, real processes, a real SIGKILL."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 import packer
 
 ROOT = Path(__file__).resolve().parents[1]
-KILL_AT = 7  # steps: batch 2 of the second epoch (5 batches of 3 per epoch)
+KILL_AT = 7  # steps: batch 2 of the second epoch (5 batches of 3 per epoch, 14 samples)
 
 
 @pytest.fixture(scope="module")
@@ -38,9 +39,11 @@ def finished(process: subprocess.Popen) -> None:
     assert process.returncode == 0, errors[-3000:]
 
 
-def killed_and_restarted(pack: Path, reader: str, out: Path, *options: str) -> list[np.ndarray]:
-    """Fit until SIGKILL at step KILL_AT, then again with the same command: final weights."""
-    killed = fit(pack, reader, out, "--kill-at", str(KILL_AT), *options)
+def killed_and_restarted(
+    pack: Path, reader: str, out: Path, *options: str, kill_at: int = KILL_AT
+) -> list[np.ndarray]:
+    """Fit until SIGKILL at step `kill_at`, then again with the same command: final weights."""
+    killed = fit(pack, reader, out, "--kill-at", str(kill_at), *options)
     killed.communicate(timeout=300)
     assert killed.returncode == -signal.SIGKILL
     finished(fit(pack, reader, out, *options))
@@ -69,6 +72,25 @@ def uninterrupted(pack, tmp_path_factory) -> dict[str, list[np.ndarray]]:
 def test_fit_killed_mid_epoch_continues_with_the_next_batch(pack, uninterrupted, tmp_path, reader):
     final = killed_and_restarted(pack, reader, tmp_path)
     assert steps(tmp_path) == [0, 1, 2, 3, 4, 0, 1, 0, 1, 2]  # then only the rest of epoch 2
+    want = uninterrupted["tf" if reader == "tf" else "sequence"]
+    assert all(np.array_equal(a, b) for a, b in zip(final, want, strict=True))
+
+
+@pytest.mark.parametrize(
+    "reader, kill_at, logged",
+    [
+        pytest.param("sequence", 5, [0, 1, 2, 3, 4, 0, 1, 2, 3, 4], id="sequence-last-batch"),
+        pytest.param("tf", 5, [0, 1, 2, 3, 4, 0, 1, 2, 3, 4], id="tf-last-batch"),
+        pytest.param("sequence", 6, [0, 1, 2, 3, 4, 0, 0, 1, 2, 3], id="sequence-first-batch"),
+    ],
+)
+def test_fit_killed_at_an_epochs_edge_continues_with_the_next_batch(
+    pack, uninterrupted, tmp_path, reader, kill_at, logged
+):
+    """A backup after an epoch's last batch names the next epoch: the restarted fit neither
+    retrains the finished epoch nor skips the next one's first batch."""
+    final = killed_and_restarted(pack, reader, tmp_path, kill_at=kill_at)
+    assert steps(tmp_path) == logged
     want = uninterrupted["tf" if reader == "tf" else "sequence"]
     assert all(np.array_equal(a, b) for a, b in zip(final, want, strict=True))
 
