@@ -140,3 +140,48 @@ def test_a_state_moves_between_keras_torch_and_tf_readers(pack):
     rest = packer.tf.dataset(pack, batch_size=5, seed=6, start=state)
     seen += [i for images, _ in rest for i in ids_of(images.numpy(), ids)]
     assert sorted(seen) == list(range(COUNT))  # 8 + 4 + 2: the epoch, each sample once
+
+
+def test_windows_resume_keeps_the_saved_window_across_windows_and_world_sizes(pack):
+    """The window an epoch was shuffled in belongs to the epoch, not to the reader: readers
+    with other `shuffle_window`s and world sizes continue its order, each sample once."""
+
+    def layout(world: int, batch: int, window: int, state=None) -> list[Loader]:
+        loaders = [
+            Loader(pack, batch_size=batch, shuffle="windows", seed=0 if state else 3,
+                   shuffle_window=window, rank=rank, world_size=world, uneven="allow")
+            for rank in range(world)
+        ]  # fmt: skip
+        for loader in loaders:
+            if state is not None:
+                loader.load_state_dict(json.loads(json.dumps(state)))
+        return loaders
+
+    def orders(loaders: list[Loader]) -> list[list[int]]:
+        return [[int(i) for b in range(len(x)) for i in x.indices(b)] for x in loaders]
+
+    # the epoch as two ranks with windows of 4 read it: contiguous parts of one global order
+    first = layout(2, 2, 4)
+    epoch = orders(first)
+    assert sorted(epoch[0] + epoch[1]) == list(range(COUNT))
+    seen, state = step(first, 2)  # 4 samples on each rank
+    assert state["window"] == 4
+    left = epoch[0][4:] + epoch[1][4:]
+    # three ranks with windows of 6 cut what is left into three contiguous stretches
+    second = layout(3, 1, 6, state)
+    assert orders(second) == [p.tolist() for p in np.array_split(left, 3)]
+    read, state = step(second, 1)
+    seen += read
+    assert state["window"] == 4  # still the epoch's window
+    left = [i for p in np.array_split(left, 3) for i in p.tolist()[1:]]
+    # one rank with its default window reads the rest of the epoch in that order
+    third = layout(1, 5, 0, state)
+    assert orders(third) == [left]
+    read, state = step(third, 100)
+    seen += read
+    assert sorted(seen) == list(range(COUNT))  # every sample exactly once
+    # the next epoch is shuffled in the new reader's own window, as a fresh reader's
+    assert state["epoch"] == 1
+    fresh = layout(1, 5, 0)
+    fresh[0].set_epoch(1)
+    assert orders(layout(1, 5, 0, state)) == orders(fresh)
