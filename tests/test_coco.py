@@ -16,8 +16,10 @@ from PIL import Image
 import packer
 from packer.cli import pack_command
 from tests.coco_fixtures import (
+    SHUFFLED,
     SIZE,
     box,
+    class_ids,
     disc,
     instances_json,
     make_coco,
@@ -66,8 +68,10 @@ def test_instances_are_drawn_as_torchvision_draws_them(coco_src, tmp_path):
         assert got.keys() == anns.keys()
         for name, mask in got.items():
             np.testing.assert_array_equal(mask, torchvision_target(anns[name], H, W), name)
-    empty = masks_by_image(ds, "train")["000000000006.jpg"]  # no annotations
-    assert not empty.any()
+    train = masks_by_image(ds, "train")
+    assert not train["000000000006.jpg"].any()  # no annotations
+    for name, mask in train.items():  # two persons overlap alone there: ignored, as any overlap
+        assert (mask[25:28, 5:8] == (0 if name == "000000000006.jpg" else 255)).all(), name
     assert (
         ds["train"]
         .mask_source(0)
@@ -96,7 +100,7 @@ def test_masks_follow_the_image_geometry_as_png_masks_do(coco_src, tmp_path):
         np.testing.assert_array_equal(a[name], b[name])
 
 
-def painted(anns: list[dict], overlap: str, crowd: str) -> np.ndarray:
+def painted(anns: list[dict], overlap: str, crowd: str, categories=None) -> np.ndarray:
     """The other conventions, by hand: later annotations paint over earlier ones; crowds
     take their class or the ignore index."""
     from pycocotools.coco import COCO
@@ -104,7 +108,7 @@ def painted(anns: list[dict], overlap: str, crowd: str) -> np.ndarray:
     coco = COCO()
     coco.dataset = {"images": [{"id": 0, "height": H, "width": W}], "annotations": []}
     coco.createIndex()
-    classes = {1: 1, 3: 2, 18: 3}
+    classes = class_ids(categories) if categories else {1: 1, 3: 2, 18: 3}
     target = np.zeros((H, W), np.uint8)
     count = np.zeros((H, W), np.uint8)
     crowds = np.zeros((H, W), bool)
@@ -123,7 +127,9 @@ def painted(anns: list[dict], overlap: str, crowd: str) -> np.ndarray:
     return target
 
 
-@pytest.mark.parametrize("overlap, crowd", [("last", "ignore"), ("ignore", "class")])
+@pytest.mark.parametrize(
+    "overlap, crowd", [("last", "ignore"), ("ignore", "class"), ("last", "class")]
+)
 def test_overlap_and_crowd_options(coco_src, tmp_path, overlap, crowd):
     ds = packer.pack(coco_src, tmp_path / "out", overlap=overlap, crowd=crowd, **EXACT)
     anns = annotations_of(coco_src / "annotations" / "instances_train2017.json")
@@ -133,6 +139,31 @@ def test_overlap_and_crowd_options(coco_src, tmp_path, overlap, crowd):
         "last",
         "class",
     )
+
+
+def test_categories_out_of_id_order_become_classes_by_id(tmp_path):
+    """Categories listed out of id order, with gaps and one never used: class k is the k-th
+    smallest id, as torchvision's references number them, in every overlap mode."""
+    src = make_coco(tmp_path / "src", {"train": 7}, categories=SHUFFLED)
+    anns = annotations_of(src / "annotations" / "instances_train2017.json")
+    for overlap in ("ignore", "last"):
+        ds = packer.pack(src, tmp_path / overlap, overlap=overlap, **EXACT)
+        for name, mask in masks_by_image(ds, "train").items():
+            want = (
+                torchvision_target(anns[name], H, W, categories=SHUFFLED)
+                if overlap == "ignore"
+                else painted(anns[name], overlap, "ignore", SHUFFLED)
+            )
+            np.testing.assert_array_equal(mask, want, name)
+        assert ds.class_names == ["background", "person", "car", "bicycle", "dog"]
+
+
+def test_panoptic_categories_out_of_id_order_become_classes_by_id(tmp_path):
+    root, expected = make_panoptic(tmp_path / "pan", categories=SHUFFLED)
+    ds = packer.pack(root, tmp_path / "out", **EXACT)
+    for name, mask in masks_by_image(ds, "train").items():
+        np.testing.assert_array_equal(mask, expected[name], name)
+    assert ds.class_names == ["person", "car", "bicycle", "dog"]
 
 
 def test_coco_flag_names_the_json_for_a_folder_of_images(coco_src, tmp_path):
@@ -198,7 +229,7 @@ def test_detection_dry_run_and_never_classification(coco_src, tmp_path):
     result = CliRunner().invoke(pack_command, [str(coco_src), "--dry-run"])
     assert result.exit_code == 0, result.output
     assert (
-        "found:   COCO instances: annotations/instances_train2017.json, 7 images, 27 "
+        "found:   COCO instances: annotations/instances_train2017.json, 7 images, 33 "
         "annotations; annotations/instances_val2017.json, 3 images"
     ) in result.output
     lost = tmp_path / "lost"
