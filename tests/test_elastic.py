@@ -13,6 +13,8 @@ from torch.utils.data import DataLoader
 
 import packer
 from packer.reading.loader import Loader
+from packer.reading.position import ENCODED_LENGTH, MAX_PASSES, Pass
+from packer.reading.sampler import Sampler
 from tests.torch_jobs import KINDS, ids_of, sample_ids
 
 COUNT = 14  # samples in the pack's train split, in shards of 5, 5 and 4
@@ -185,3 +187,47 @@ def test_windows_resume_keeps_the_saved_window_across_windows_and_world_sizes(pa
     fresh = layout(1, 5, 0)
     fresh[0].set_epoch(1)
     assert orders(layout(1, 5, 0, state)) == orders(fresh)
+
+
+def resumed(state: dict, world: int, shuffle) -> tuple[list[int], dict, Pass]:
+    """All ranks of a `world`-rank layout (batches of one) load `state` and read one batch
+    each: the samples read, the state they then name, and rank 0's pass."""
+    samplers = [
+        Sampler([50, 50, 40], 1, shuffle, seed=2, window=7, rank=r, world_size=world,
+                uneven="allow")
+        for r in range(world)
+    ]  # fmt: skip
+    passes = [s.load_state_dict(json.loads(json.dumps(state))) for s in samplers]
+    read = [int(i) for s, p in zip(samplers, passes, strict=True) for i in s.batch(p, 0)]
+    return read, samplers[0].state_dict(passes[0], 1), passes[0]
+
+
+@pytest.mark.parametrize("shuffle", [False, "global"])
+def test_strided_positions_stay_one_prefix_however_often_resumed(shuffle):
+    """Dealt-out orders only ever consume a prefix: any number of layout changes is one pass."""
+    state = Sampler([50, 50, 40], 1, shuffle, seed=2).state_dict(Pass(0), 0)
+    seen = []
+    for resume in range(3 * MAX_PASSES):
+        read, state, _ = resumed(state, 2 + resume % 2, shuffle)
+        seen += read
+        assert len(state["passes"]) <= 2 and state["consumed"] == len(seen)
+    assert len(set(seen)) == len(seen)
+
+
+def test_windows_epochs_take_8_world_size_changes_each_pass_encodable():
+    """Each world-size change of a windows epoch adds a pass. After 8 (as the README says), the
+    epoch goes on in the same world size and refuses another change with the reason. Every
+    pass fits the fixed-length encoding that torch's worker processes read from shared memory."""
+    state = Sampler([50, 50, 40], 1, "windows", seed=2, window=7).state_dict(Pass(0), 1)
+    seen = [int(Sampler([50, 50, 40], 1, "windows", seed=2, window=7).batch(Pass(0), 0)[0])]
+    for change in range(8):  # world sizes 3, 2, 3, ...
+        read, state, p = resumed(state, 3 - change % 2, "windows")
+        seen += read
+        assert len(p.before) == change + 1
+        assert len(p.encode()) == ENCODED_LENGTH and Pass.decode(p.encode()) == p
+    read, state, p = resumed(state, 2, "windows")  # the same world size again: goes on
+    seen += read
+    assert len(p.before) == 8 and Pass.decode(p.encode()) == p
+    assert state["consumed"] == len(seen) == len(set(seen))
+    with pytest.raises(ValueError, match=r"read in 9 layouts \(at most 8 before a new one\)"):
+        resumed(state, 3, "windows")
