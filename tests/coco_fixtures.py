@@ -150,13 +150,13 @@ def torchvision_target(
     }
     coco.createIndex()
     classes = class_ids(categories)
-    target = np.zeros((height, width), np.uint8)
+    target = np.zeros((height, width), np.uint8 if ignore <= 255 else np.uint16)
     if not anns:
         return target
     plain = [a for a in anns if not a["iscrowd"]]
     masks = np.stack([coco.annToMask({**a, "image_id": 0}) for a in plain])
     cats = np.array([classes[a["category_id"]] for a in plain], np.uint8)
-    target = (masks * cats[:, None, None]).max(axis=0).astype(np.uint8)
+    target = (masks * cats[:, None, None]).max(axis=0).astype(target.dtype)
     target[masks.sum(0) > 1] = ignore
     for a in anns:
         if a["iscrowd"]:
@@ -186,7 +186,8 @@ def make_panoptic(
             segments.append(
                 {"id": segment_id, "category_id": category, "iscrowd": int(k == 3), "area": 1}
             )
-        ids[0, 0] = 4242  # a segment id the JSON does not list
+        ids[0, 0] = 4242  # segment ids the JSON does not list: one among the listed ones,
+        ids[0, 1] = (1 << 24) - 1  # and white, above them all
         rgb = np.stack([ids % 256, ids // 256 % 256, ids // 65536], -1).astype(np.uint8)
         png = name.replace(".jpg", ".png")
         Image.fromarray(rgb).save(pngs / png)

@@ -166,6 +166,22 @@ def test_panoptic_categories_out_of_id_order_become_classes_by_id(tmp_path):
     assert ds.class_names == ["person", "car", "bicycle", "dog"]
 
 
+def test_an_ignore_index_past_a_byte_is_drawn_in_wider_masks(coco_src, tmp_path):
+    """256, the first ignore index a byte cannot hold: overlaps, crowds and unlisted panoptic
+    segments hold it."""
+    ds = packer.pack(coco_src, tmp_path / "out", ignore_index=256, **EXACT)
+    anns = annotations_of(coco_src / "annotations" / "instances_train2017.json")
+    for name, mask in masks_by_image(ds, "train").items():
+        np.testing.assert_array_equal(mask, torchvision_target(anns[name], H, W, 256), name)
+        assert mask.dtype == np.uint16 and (256 in mask) == bool(anns[name])
+    root, expected = make_panoptic(tmp_path / "pan")
+    ds = packer.pack(root, tmp_path / "panoptic", ignore_index=256, **EXACT)
+    for name, mask in masks_by_image(ds, "train").items():
+        want = expected[name].astype(np.uint16)
+        want[want == 255] = 256
+        np.testing.assert_array_equal(mask, want, name)
+
+
 def test_coco_flag_names_the_json_for_a_folder_of_images(coco_src, tmp_path):
     images = coco_src / "val2017"
     single = CliRunner().invoke(
@@ -242,10 +258,13 @@ def test_detection_dry_run_and_never_classification(coco_src, tmp_path):
     assert refused.exit_code == 1 and "holds annotations/ but matches no" in refused.output
 
 
+TRIANGLE = [24.0, 2.0, 34.0, 2.0, 29.0, 10.0]
+
+
 def broken_coco(root: Path) -> Path:
     """Two good images and one per way an annotation can fail; an image file missing; an
     image whose images entry gives another size than its file."""
-    names = write_images(root / "train2017", 8)
+    names = write_images(root / "train2017", 9)
     per_image = [
         [(1, [box(2, 2, 20, 20)], 0)],
         [(1, [[1.0, 1.0, 5.0, 5.0]], 0)],  # a polygon of 2 points
@@ -254,7 +273,9 @@ def broken_coco(root: Path) -> Path:
         [(1, {"counts": "x"}, 0)],  # no size: no segmentation
         [],
         [(1, [box(2, 2, 9, 9)], 0)],
-        [(1, [], 0)],  # an empty segmentation (a box-only export) draws nothing
+        [(1, [], 0), (3, [TRIANGLE], 0)],  # an empty segmentation (a box-only export)
+        # draws nothing; a triangle, the fewest points a polygon may have, draws
+        [(1, [box(2, 2, 9, 9), 12], 0)],  # a polygon that is no list of coordinates
     ]
     data = instances_json(names, per_image)
     data["images"][6]["width"] = W + 1
@@ -272,7 +293,10 @@ def test_annotations_that_cannot_be_drawn_are_reported_never_a_crash(tmp_path):
     assert "annotation: a polygon of N points" in dry.output  # grouped by what is wrong
     ds = packer.pack(src, tmp_path / "out", **EXACT)
     assert ds["train"].count == 2
-    assert not masks_by_image(ds, "train")["000000000007.jpg"].any()
+    triangle = {"segmentation": [TRIANGLE], "category_id": 3, "iscrowd": 0}
+    want = torchvision_target([triangle], H, W)
+    assert want.any()
+    np.testing.assert_array_equal(masks_by_image(ds, "train")["000000000007.jpg"], want)
     reasons = {r["path"]: r["reason"] for r in ds.manifest["rejected"]}
     assert reasons == {
         "train2017/000000000001.jpg": "annotation 2: a polygon of 2 points (3 or more)",
@@ -282,6 +306,7 @@ def test_annotations_that_cannot_be_drawn_are_reported_never_a_crash(tmp_path):
         "train2017/000000000005.jpg": (
             "no such image file (listed in annotations/instances_train2017.json)"
         ),
+        "train2017/000000000008.jpg": "annotation 9: a polygon of 0 points (3 or more)",
         "annotations/instances_train2017.json#annotation 77": "image_id 999 is not in images",
         "annotations/instances_train2017.json#106": (
             "its images entry says 41x30 pixels, the image file is 40x30"
@@ -290,6 +315,25 @@ def test_annotations_that_cannot_be_drawn_are_reported_never_a_crash(tmp_path):
     for path in reasons:
         if "#106" not in path:  # found only when drawn
             assert path in dry.output
+
+
+def test_annotations_without_the_optional_iscrowd_and_id_are_plain_instances(tmp_path):
+    """Some exports leave out `iscrowd` (and even `id`): such an annotation is an instance,
+    drawn as the same annotation with `iscrowd: 0`."""
+    src = make_coco(tmp_path / "src", {"train": 4})
+    path = src / "annotations" / "instances_train2017.json"
+    data = json.loads(path.read_text())
+    for a in data["annotations"]:
+        del a["id"]
+        if not a["iscrowd"]:
+            del a["iscrowd"]
+    full = packer.pack(src, tmp_path / "full", **EXACT)
+    path.write_text(json.dumps(data))
+    bare = packer.pack(src, tmp_path / "bare", **EXACT)
+    assert bare.manifest["rejected"] == []
+    want = masks_by_image(full, "train")
+    for name, mask in masks_by_image(bare, "train").items():
+        np.testing.assert_array_equal(mask, want[name], name)
 
 
 def test_splits_must_agree_on_categories(tmp_path):
