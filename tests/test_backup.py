@@ -77,19 +77,27 @@ def test_fit_killed_mid_epoch_continues_with_the_next_batch(pack, uninterrupted,
 
 
 @pytest.mark.parametrize(
-    "reader, kill_at, logged",
+    "reader, kill_at, logged, options",
     [
-        pytest.param("sequence", 5, [0, 1, 2, 3, 4, 0, 1, 2, 3, 4], id="sequence-last-batch"),
-        pytest.param("tf", 5, [0, 1, 2, 3, 4, 0, 1, 2, 3, 4], id="tf-last-batch"),
-        pytest.param("sequence", 6, [0, 1, 2, 3, 4, 0, 0, 1, 2, 3], id="sequence-first-batch"),
+        pytest.param("sequence", 5, [0, 1, 2, 3, 4, 0, 1, 2, 3, 4], (), id="sequence-last-batch"),
+        pytest.param("tf", 5, [0, 1, 2, 3, 4, 0, 1, 2, 3, 4], (), id="tf-last-batch"),
+        pytest.param("sequence", 6, [0, 1, 2, 3, 4, 0, 0, 1, 2, 3], (), id="sequence-first-batch"),
+        # the resumed first epoch is shorter; the epoch after it is whole again
+        pytest.param("sequence", 2, [0, 1, 0, 1, 2, 0, 1, 2, 3, 4], (), id="sequence-first-epoch"),
+        # Keras' default: a backup at each epoch's end, so the second epoch starts over
+        pytest.param(
+            "sequence", 6, [0, 1, 2, 3, 4, 0, 0, 1, 2, 3, 4], ("--save-freq", "epoch"),
+            id="sequence-epoch-backups",
+        ),
     ],
-)
+)  # fmt: skip
 def test_fit_killed_at_an_epochs_edge_continues_with_the_next_batch(
-    pack, uninterrupted, tmp_path, reader, kill_at, logged
+    pack, uninterrupted, tmp_path, reader, kill_at, logged, options
 ):
     """A backup after an epoch's last batch names the next epoch: the restarted fit neither
-    retrains the finished epoch nor skips the next one's first batch."""
-    final = killed_and_restarted(pack, reader, tmp_path, kill_at=kill_at)
+    retrains the finished epoch nor skips the next one's first batch, and the epochs after a
+    resumed one are whole."""
+    final = killed_and_restarted(pack, reader, tmp_path, *options, kill_at=kill_at)
     assert steps(tmp_path) == logged
     want = uninterrupted["tf" if reader == "tf" else "sequence"]
     assert all(np.array_equal(a, b) for a, b in zip(final, want, strict=True))
