@@ -9,11 +9,13 @@ import os
 import signal
 from pathlib import Path
 
-READERS = ("sequence", "sequence-workers", "parallel", "tf")
+READERS = ("sequence", "sequence-workers", "parallel", "tf", "plain")
 
 
 def data(path: str, reader: str):
-    """The reader `fit` trains from: the same seeded batches of 3 whatever runs them."""
+    """The reader `fit` trains from: the same seeded batches of 3 whatever runs them; "plain",
+    a keras.utils.PyDataset of the pack's batches in pack order that is no packer reader (Keras
+    shuffles its batches)."""
     if reader == "tf":
         import packer.tf
 
@@ -23,6 +25,21 @@ def data(path: str, reader: str):
 
     if reader == "parallel":
         return packer.parallel(PackedSequence(path, batch_size=3, seed=4), workers=2)
+    if reader == "plain":
+        import keras
+
+        class Plain(keras.utils.PyDataset):
+            def __init__(self) -> None:
+                super().__init__()
+                self.packed = PackedSequence(path, batch_size=3, shuffle=False)
+
+            def __len__(self) -> int:
+                return len(self.packed)
+
+            def __getitem__(self, index: int):
+                return self.packed[index]
+
+        return Plain()
     workers = 2 if reader == "sequence-workers" else 1
     return PackedSequence(path, batch_size=3, seed=4, workers=workers)
 

@@ -110,3 +110,16 @@ def test_keras_own_callback_restarts_the_epoch_and_ends_elsewhere(pack, uninterr
     assert not all(
         np.array_equal(a, b) for a, b in zip(final, uninterrupted["sequence"], strict=True)
     )
+
+
+def test_other_data_keeps_keras_own_shuffle(pack, tmp_path):
+    """A keras.utils.PyDataset that is no packer reader: Keras shuffles its batches, with this
+    callback as with Keras' own, so the two fits end with the same weights."""
+    runs = [
+        fit(pack, "plain", tmp_path / "packer"),
+        fit(pack, "plain", tmp_path / "keras", "--keras-own"),
+    ]
+    for process in runs:
+        finished(process)
+    mine, theirs = weights(tmp_path / "packer"), weights(tmp_path / "keras")
+    assert all(np.array_equal(a, b) for a, b in zip(mine, theirs, strict=True))
