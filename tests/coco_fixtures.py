@@ -1,5 +1,6 @@
 """Small COCO instances and panoptic datasets made by the tests: synthetic shapes as polygons,
-compressed and uncompressed RLE, overlaps, crowds, an image without annotations."""
+compressed and uncompressed RLE, overlaps of two classes and of one, crowds, an image without
+annotations; categories in id order or (SHUFFLED) listed out of it."""
 
 from __future__ import annotations
 
@@ -14,6 +15,13 @@ CATEGORIES = [
     {"id": 1, "name": "person", "supercategory": "x"},
     {"id": 3, "name": "car", "supercategory": "x"},
     {"id": 18, "name": "dog", "supercategory": "x"},
+]
+# listed out of id order, ids with gaps, one (bicycle) never annotated: classes go by id
+SHUFFLED = [
+    {"id": 18, "name": "dog", "supercategory": "x"},
+    {"id": 1, "name": "person", "supercategory": "x"},
+    {"id": 7, "name": "bicycle", "supercategory": "x"},
+    {"id": 3, "name": "car", "supercategory": "x"},
 ]
 SIZE = (40, 30)  # width, height of every image
 
@@ -46,7 +54,8 @@ def rle_of(polygon: list[float], height: int, width: int, compressed: bool) -> d
 
 def instance_annotations(seed: int = 0) -> list[list[tuple[int, object, int]]]:
     """Per image, (category id, segmentation, iscrowd): polygons, both RLEs, overlaps, a crowd,
-    a two-polygon instance, and (last image) nothing."""
+    a two-polygon instance, two persons overlapping (x 4..8, y 24..28: no other class
+    there), and (last image) nothing."""
     w, h = SIZE
     rng = np.random.default_rng(seed)
     images = []
@@ -57,6 +66,7 @@ def instance_annotations(seed: int = 0) -> list[list[tuple[int, object, int]]]:
             (3, [disc(x + 16, y + 10, 7)], 0),  # overlaps the box
             (18, rle_of(box(25, 2, 38, 10), h, w, compressed=True), 0),
             (1, [box(2, 20, 8, 28), box(30, 20, 36, 28)], 0),  # one instance, two polygons
+            (1, [box(4, 24, 12, 29)], 0),  # overlaps that person: the same class
         ]
         if i % 2:
             anns.append((3, rle_of(disc(20, 22, 5), h, w, compressed=False), 1))  # a crowd
@@ -77,7 +87,16 @@ def write_images(folder: Path, count: int, seed: int = 0) -> list[str]:
     return names
 
 
-def instances_json(names: list[str], per_image: list, first_id: int = 1) -> dict:
+def class_ids(categories: list[dict], background: bool = True) -> dict[int, int]:
+    """category id -> class id: the rank of the id (after background 0 when asked), as
+    torchvision's references map a sorted category list."""
+    ranked = sorted(c["id"] for c in categories)
+    return {cid: k + background for k, cid in enumerate(ranked)}
+
+
+def instances_json(
+    names: list[str], per_image: list, first_id: int = 1, categories: list[dict] = CATEGORIES
+) -> dict:
     w, h = SIZE
     images = [{"id": 100 + i, "file_name": n, "width": w, "height": h} for i, n in enumerate(names)]
     annotations, aid = [], first_id
@@ -95,21 +114,30 @@ def instances_json(names: list[str], per_image: list, first_id: int = 1) -> dict
                 }
             )
             aid += 1
-    return {"images": images, "annotations": annotations, "categories": CATEGORIES}
+    return {"images": images, "annotations": annotations, "categories": categories}
 
 
-def make_coco(root: Path, splits: dict[str, int] | None = None) -> Path:
+def make_coco(
+    root: Path, splits: dict[str, int] | None = None, categories: list[dict] = CATEGORIES
+) -> Path:
     """`annotations/instances_<split>2017.json` + `<split>2017/` images under root."""
     per_image = instance_annotations()
     (root / "annotations").mkdir(parents=True, exist_ok=True)
     for k, (split, count) in enumerate((splits or {"train": 7, "val": 3}).items()):
         names = write_images(root / f"{split}2017", count, seed=k)
-        data = instances_json(names, per_image[:count] if split == "train" else per_image[-count:])
+        mine = per_image[:count] if split == "train" else per_image[-count:]
+        data = instances_json(names, mine, categories=categories)
         (root / "annotations" / f"instances_{split}2017.json").write_text(json.dumps(data))
     return root
 
 
-def torchvision_target(anns: list[dict], height: int, width: int, ignore: int = 255) -> np.ndarray:
+def torchvision_target(
+    anns: list[dict],
+    height: int,
+    width: int,
+    ignore: int = 255,
+    categories: list[dict] = CATEGORIES,
+) -> np.ndarray:
     """torchvision's references/segmentation ConvertCocoPolysToMask, on annToMask masks,
     categories mapped to 1..K by id; crowd regions made `ignore` afterwards."""
     from pycocotools.coco import COCO
@@ -118,17 +146,17 @@ def torchvision_target(anns: list[dict], height: int, width: int, ignore: int = 
     coco.dataset = {
         "images": [{"id": 0, "height": height, "width": width}],
         "annotations": [],
-        "categories": CATEGORIES,
+        "categories": categories,
     }
     coco.createIndex()
-    classes = {c["id"]: i + 1 for i, c in enumerate(sorted(CATEGORIES, key=lambda c: c["id"]))}
-    target = np.zeros((height, width), np.uint8)
+    classes = class_ids(categories)
+    target = np.zeros((height, width), np.uint8 if ignore <= 255 else np.uint16)
     if not anns:
         return target
     plain = [a for a in anns if not a["iscrowd"]]
     masks = np.stack([coco.annToMask({**a, "image_id": 0}) for a in plain])
     cats = np.array([classes[a["category_id"]] for a in plain], np.uint8)
-    target = (masks * cats[:, None, None]).max(axis=0).astype(np.uint8)
+    target = (masks * cats[:, None, None]).max(axis=0).astype(target.dtype)
     target[masks.sum(0) > 1] = ignore
     for a in anns:
         if a["iscrowd"]:
@@ -136,14 +164,16 @@ def torchvision_target(anns: list[dict], height: int, width: int, ignore: int = 
     return target
 
 
-def make_panoptic(root: Path, count: int = 5) -> tuple[Path, dict[str, np.ndarray]]:
+def make_panoptic(
+    root: Path, count: int = 5, categories: list[dict] = CATEGORIES
+) -> tuple[Path, dict[str, np.ndarray]]:
     """`annotations/panoptic_train2017.json` + PNGs + `train2017/`; returns root and, per
     image file name, the expected class ids (categories by id -> 0..K-1, 255 ignore)."""
     w, h = SIZE
     names = write_images(root / "train2017", count)
     pngs = root / "annotations" / "panoptic_train2017"
     pngs.mkdir(parents=True)
-    classes = {c["id"]: i for i, c in enumerate(CATEGORIES)}
+    classes = class_ids(categories, background=False)
     rng = np.random.default_rng(5)
     entries, expected = [], {}
     for i, name in enumerate(names):
@@ -156,7 +186,8 @@ def make_panoptic(root: Path, count: int = 5) -> tuple[Path, dict[str, np.ndarra
             segments.append(
                 {"id": segment_id, "category_id": category, "iscrowd": int(k == 3), "area": 1}
             )
-        ids[0, 0] = 4242  # a segment id the JSON does not list
+        ids[0, 0] = 4242  # segment ids the JSON does not list: one among the listed ones,
+        ids[0, 1] = (1 << 24) - 1  # and white, above them all
         rgb = np.stack([ids % 256, ids // 256 % 256, ids // 65536], -1).astype(np.uint8)
         png = name.replace(".jpg", ".png")
         Image.fromarray(rgb).save(pngs / png)
@@ -166,6 +197,6 @@ def make_panoptic(root: Path, count: int = 5) -> tuple[Path, dict[str, np.ndarra
             want[ids == s["id"]] = classes[s["category_id"]]
         expected[name] = want
     images = [{"id": 100 + i, "file_name": n, "width": w, "height": h} for i, n in enumerate(names)]
-    data = {"images": images, "annotations": entries, "categories": CATEGORIES}
+    data = {"images": images, "annotations": entries, "categories": categories}
     (root / "annotations" / "panoptic_train2017.json").write_text(json.dumps(data))
     return root, expected

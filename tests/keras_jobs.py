@@ -9,11 +9,13 @@ import os
 import signal
 from pathlib import Path
 
-READERS = ("sequence", "sequence-workers", "parallel", "tf")
+READERS = ("sequence", "sequence-workers", "parallel", "tf", "plain")
 
 
 def data(path: str, reader: str):
-    """The reader `fit` trains from: the same seeded batches of 3 whatever runs them."""
+    """The reader `fit` trains from: the same seeded batches of 3 whatever runs them; "plain",
+    a keras.utils.PyDataset of the pack's batches in pack order that is no packer reader (Keras
+    shuffles its batches)."""
     if reader == "tf":
         import packer.tf
 
@@ -23,14 +25,36 @@ def data(path: str, reader: str):
 
     if reader == "parallel":
         return packer.parallel(PackedSequence(path, batch_size=3, seed=4), workers=2)
+    if reader == "plain":
+        import keras
+
+        class Plain(keras.utils.PyDataset):
+            def __init__(self) -> None:
+                super().__init__()
+                self.packed = PackedSequence(path, batch_size=3, shuffle=False)
+
+            def __len__(self) -> int:
+                return len(self.packed)
+
+            def __getitem__(self, index: int):
+                return self.packed[index]
+
+        return Plain()
     workers = 2 if reader == "sequence-workers" else 1
     return PackedSequence(path, batch_size=3, seed=4, workers=workers)
 
 
-def train(path: str, reader: str, out: Path, kill_at: int = 0, keras_own: bool = False) -> None:
-    """Fit with deterministic ops, backing up every batch (with Keras' own callback when
-    `keras_own`); SIGKILL itself right after step `kill_at` is backed up. The final weights go
-    to out/final.npz, each step's batch number to out/steps.log."""
+def train(
+    path: str,
+    reader: str,
+    out: Path,
+    kill_at: int = 0,
+    keras_own: bool = False,
+    save_freq: str | int = 1,
+) -> None:
+    """Fit with deterministic ops, backing up every `save_freq` batches or every epoch (with
+    Keras' own callback when `keras_own`); SIGKILL itself right after step `kill_at`. The final
+    weights go to out/final.npz, each step's batch number to out/steps.log."""
     import keras
     import numpy as np
     import tensorflow as tf
@@ -61,7 +85,7 @@ def train(path: str, reader: str, out: Path, kill_at: int = 0, keras_own: bool =
                 os.kill(os.getpid(), signal.SIGKILL)  # no chance to save anything more
 
     backup = (keras.callbacks.BackupAndRestore if keras_own else BackupAndRestore)(
-        out / "backup", save_freq=1
+        out / "backup", save_freq=save_freq
     )
     model.fit(data(path, reader), epochs=2, verbose=0, callbacks=[backup, Kill()])
     np.savez(out / "final.npz", *model.get_weights())
@@ -74,5 +98,7 @@ if __name__ == "__main__":
     parser.add_argument("out", type=Path)
     parser.add_argument("--kill-at", type=int, default=0)
     parser.add_argument("--keras-own", action="store_true")
+    parser.add_argument("--save-freq", default="1", help="batches, or 'epoch'")
     args = parser.parse_args()
-    train(args.path, args.reader, args.out, args.kill_at, args.keras_own)
+    freq = args.save_freq if args.save_freq == "epoch" else int(args.save_freq)
+    train(args.path, args.reader, args.out, args.kill_at, args.keras_own, freq)

@@ -1,6 +1,7 @@
-"""packer.keras.BackupAndRestore: a model.fit killed by SIGKILL mid-epoch and started again
-with the same command continues with the next batch and ends with the uninterrupted run's
-weights, bit for bit (deterministic ops). Real Keras, real processes, a real SIGKILL."""
+"""packer.keras.BackupAndRestore: a model.fit killed by SIGKILL mid-epoch, or right after an
+epoch's last or first batch, and started again with the same command continues with the next
+batch and ends with the uninterrupted run's weights, bit for bit (deterministic ops). Real
+Keras, real processes, a real SIGKILL."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 import packer
 
 ROOT = Path(__file__).resolve().parents[1]
-KILL_AT = 7  # steps: batch 2 of the second epoch (5 batches of 3 per epoch)
+KILL_AT = 7  # steps: batch 2 of the second epoch (5 batches of 3 per epoch, 14 samples)
 
 
 @pytest.fixture(scope="module")
@@ -38,9 +39,11 @@ def finished(process: subprocess.Popen) -> None:
     assert process.returncode == 0, errors[-3000:]
 
 
-def killed_and_restarted(pack: Path, reader: str, out: Path, *options: str) -> list[np.ndarray]:
-    """Fit until SIGKILL at step KILL_AT, then again with the same command: final weights."""
-    killed = fit(pack, reader, out, "--kill-at", str(KILL_AT), *options)
+def killed_and_restarted(
+    pack: Path, reader: str, out: Path, *options: str, kill_at: int = KILL_AT
+) -> list[np.ndarray]:
+    """Fit until SIGKILL at step `kill_at`, then again with the same command: final weights."""
+    killed = fit(pack, reader, out, "--kill-at", str(kill_at), *options)
     killed.communicate(timeout=300)
     assert killed.returncode == -signal.SIGKILL
     finished(fit(pack, reader, out, *options))
@@ -73,6 +76,33 @@ def test_fit_killed_mid_epoch_continues_with_the_next_batch(pack, uninterrupted,
     assert all(np.array_equal(a, b) for a, b in zip(final, want, strict=True))
 
 
+@pytest.mark.parametrize(
+    "reader, kill_at, logged, options",
+    [
+        pytest.param("sequence", 5, [0, 1, 2, 3, 4, 0, 1, 2, 3, 4], (), id="sequence-last-batch"),
+        pytest.param("tf", 5, [0, 1, 2, 3, 4, 0, 1, 2, 3, 4], (), id="tf-last-batch"),
+        pytest.param("sequence", 6, [0, 1, 2, 3, 4, 0, 0, 1, 2, 3], (), id="sequence-first-batch"),
+        # the resumed first epoch is shorter; the epoch after it is whole again
+        pytest.param("sequence", 2, [0, 1, 0, 1, 2, 0, 1, 2, 3, 4], (), id="sequence-first-epoch"),
+        # Keras' default: a backup at each epoch's end, so the second epoch starts over
+        pytest.param(
+            "sequence", 6, [0, 1, 2, 3, 4, 0, 0, 1, 2, 3, 4], ("--save-freq", "epoch"),
+            id="sequence-epoch-backups",
+        ),
+    ],
+)  # fmt: skip
+def test_fit_killed_at_an_epochs_edge_continues_with_the_next_batch(
+    pack, uninterrupted, tmp_path, reader, kill_at, logged, options
+):
+    """A backup after an epoch's last batch names the next epoch: the restarted fit neither
+    retrains the finished epoch nor skips the next one's first batch, and the epochs after a
+    resumed one are whole."""
+    final = killed_and_restarted(pack, reader, tmp_path, *options, kill_at=kill_at)
+    assert steps(tmp_path) == logged
+    want = uninterrupted["tf" if reader == "tf" else "sequence"]
+    assert all(np.array_equal(a, b) for a, b in zip(final, want, strict=True))
+
+
 def test_keras_own_callback_restarts_the_epoch_and_ends_elsewhere(pack, uninterrupted, tmp_path):
     """The control: the same kill with Keras' own callback retrains the epoch's first batches."""
     final = killed_and_restarted(pack, "sequence", tmp_path, "--keras-own")
@@ -80,3 +110,16 @@ def test_keras_own_callback_restarts_the_epoch_and_ends_elsewhere(pack, uninterr
     assert not all(
         np.array_equal(a, b) for a, b in zip(final, uninterrupted["sequence"], strict=True)
     )
+
+
+def test_other_data_keeps_keras_own_shuffle(pack, tmp_path):
+    """A keras.utils.PyDataset that is no packer reader: Keras shuffles its batches, with this
+    callback as with Keras' own, so the two fits end with the same weights."""
+    runs = [
+        fit(pack, "plain", tmp_path / "packer"),
+        fit(pack, "plain", tmp_path / "keras", "--keras-own"),
+    ]
+    for process in runs:
+        finished(process)
+    mine, theirs = weights(tmp_path / "packer"), weights(tmp_path / "keras")
+    assert all(np.array_equal(a, b) for a, b in zip(mine, theirs, strict=True))

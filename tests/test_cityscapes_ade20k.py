@@ -283,6 +283,58 @@ def test_ade20k_rejects_what_does_not_pair(tmp_path):
     }
 
 
+# rows of objectInfo150.txt as CSAILVision/sceneparsing publishes it (Idx: Name), spot by spot
+PUBLISHED = {
+    1: "wall",
+    2: "building, edifice",
+    4: "floor, flooring",
+    8: "bed ",
+    9: "windowpane, window ",
+    13: "person, individual, someone, somebody, mortal, soul",
+    21: "car, auto, automobile, machine, motorcar",
+    29: "rug, carpet, carpeting",
+    45: "chest of drawers, chest, bureau, dresser",
+    50: "fireplace, hearth, open fireplace",
+    56: "case, display case, showcase, vitrine",
+    57: "pool table, billiard table, snooker table",
+    66: "toilet, can, commode, crapper, pot, potty, stool, throne",
+    72: "stove, kitchen stove, range, kitchen range, cooking stove",
+    81: "bus, autobus, coach, charabanc, double-decker, jitney, motorbus, motorcoach, omnibus, "
+    "passenger vehicle",
+    90: "television, television receiver, television set, tv, tv set, idiot box, boob tube, "
+    "telly, goggle box",
+    96: "bannister, banister, balustrade, balusters, handrail",
+    100: "buffet, counter, sideboard",
+    106: "conveyer belt, conveyor belt, conveyer, conveyor, transporter",
+    110: "swimming pool, swimming bath, natatorium",
+    124: "trade name, brand name, brand, marque",
+    128: "bicycle, bike, wheel, cycle ",
+    131: "screen, silver screen, projection screen",
+    137: "traffic light, traffic signal, stoplight",
+    139: "ashcan, trash can, garbage can, wastebin, ash bin, ash-bin, ashbin, dustbin, "
+    "trash barrel, trash bin",
+    142: "crt screen",
+    145: "bulletin board, notice board",
+    150: "flag",
+}
+
+
+def test_built_in_names_are_object_info_150s_first_names(tmp_path):
+    """The built-in table names mask value k as objectInfo150's row k does: its first name,
+    the name a pack of a folder holding the published file gives it."""
+    assert len(ADE20K_NAMES) == 150 and len(set(ADE20K_NAMES)) == 150
+    for idx, row in PUBLISHED.items():
+        assert ADE20K_NAMES[idx - 1] == row.split(",")[0].strip(), idx
+    root = touch(
+        tmp_path / "ADEChallengeData2016",
+        "images/validation/ADE_val_00000001.jpg",
+        "annotations/validation/ADE_val_00000001.png",
+    )
+    rows = [f"{k}\t0.1\t1\t1\t{PUBLISHED.get(k, n)}" for k, n in enumerate(ADE20K_NAMES, 1)]
+    (root / "objectInfo150.txt").write_text("Idx\tRatio\tTrain\tVal\tName\n" + "\n".join(rows))
+    assert scan(root).table.names == list(ADE20K_NAMES)
+
+
 def test_object_info_names_the_classes_in_its_published_forms(tmp_path):
     root = touch(
         tmp_path / "ADEChallengeData2016",

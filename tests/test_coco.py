@@ -18,6 +18,7 @@ from packer.cli import pack_command
 from tests.coco_fixtures import (
     SIZE,
     box,
+    class_ids,
     disc,
     instances_json,
     make_coco,
@@ -66,8 +67,10 @@ def test_instances_are_drawn_as_torchvision_draws_them(coco_src, tmp_path):
         assert got.keys() == anns.keys()
         for name, mask in got.items():
             np.testing.assert_array_equal(mask, torchvision_target(anns[name], H, W), name)
-    empty = masks_by_image(ds, "train")["000000000006.jpg"]  # no annotations
-    assert not empty.any()
+    train = masks_by_image(ds, "train")
+    assert not train["000000000006.jpg"].any()  # no annotations
+    for name, mask in train.items():  # two persons overlap alone there: ignored, as any overlap
+        assert (mask[25:28, 5:8] == (0 if name == "000000000006.jpg" else 255)).all(), name
     assert (
         ds["train"]
         .mask_source(0)
@@ -96,7 +99,7 @@ def test_masks_follow_the_image_geometry_as_png_masks_do(coco_src, tmp_path):
         np.testing.assert_array_equal(a[name], b[name])
 
 
-def painted(anns: list[dict], overlap: str, crowd: str) -> np.ndarray:
+def painted(anns: list[dict], overlap: str, crowd: str, categories=None) -> np.ndarray:
     """The other conventions, by hand: later annotations paint over earlier ones; crowds
     take their class or the ignore index."""
     from pycocotools.coco import COCO
@@ -104,7 +107,7 @@ def painted(anns: list[dict], overlap: str, crowd: str) -> np.ndarray:
     coco = COCO()
     coco.dataset = {"images": [{"id": 0, "height": H, "width": W}], "annotations": []}
     coco.createIndex()
-    classes = {1: 1, 3: 2, 18: 3}
+    classes = class_ids(categories) if categories else {1: 1, 3: 2, 18: 3}
     target = np.zeros((H, W), np.uint8)
     count = np.zeros((H, W), np.uint8)
     crowds = np.zeros((H, W), bool)
@@ -123,7 +126,9 @@ def painted(anns: list[dict], overlap: str, crowd: str) -> np.ndarray:
     return target
 
 
-@pytest.mark.parametrize("overlap, crowd", [("last", "ignore"), ("ignore", "class")])
+@pytest.mark.parametrize(
+    "overlap, crowd", [("last", "ignore"), ("ignore", "class"), ("last", "class")]
+)
 def test_overlap_and_crowd_options(coco_src, tmp_path, overlap, crowd):
     ds = packer.pack(coco_src, tmp_path / "out", overlap=overlap, crowd=crowd, **EXACT)
     anns = annotations_of(coco_src / "annotations" / "instances_train2017.json")
@@ -198,7 +203,7 @@ def test_detection_dry_run_and_never_classification(coco_src, tmp_path):
     result = CliRunner().invoke(pack_command, [str(coco_src), "--dry-run"])
     assert result.exit_code == 0, result.output
     assert (
-        "found:   COCO instances: annotations/instances_train2017.json, 7 images, 27 "
+        "found:   COCO instances: annotations/instances_train2017.json, 7 images, 33 "
         "annotations; annotations/instances_val2017.json, 3 images"
     ) in result.output
     lost = tmp_path / "lost"
@@ -211,10 +216,13 @@ def test_detection_dry_run_and_never_classification(coco_src, tmp_path):
     assert refused.exit_code == 1 and "holds annotations/ but matches no" in refused.output
 
 
+TRIANGLE = [24.0, 2.0, 34.0, 2.0, 29.0, 10.0]
+
+
 def broken_coco(root: Path) -> Path:
     """Two good images and one per way an annotation can fail; an image file missing; an
     image whose images entry gives another size than its file."""
-    names = write_images(root / "train2017", 8)
+    names = write_images(root / "train2017", 9)
     per_image = [
         [(1, [box(2, 2, 20, 20)], 0)],
         [(1, [[1.0, 1.0, 5.0, 5.0]], 0)],  # a polygon of 2 points
@@ -223,7 +231,9 @@ def broken_coco(root: Path) -> Path:
         [(1, {"counts": "x"}, 0)],  # no size: no segmentation
         [],
         [(1, [box(2, 2, 9, 9)], 0)],
-        [(1, [], 0)],  # an empty segmentation (a box-only export) draws nothing
+        [(1, [], 0), (3, [TRIANGLE], 0)],  # an empty segmentation (a box-only export)
+        # draws nothing; a triangle, the fewest points a polygon may have, draws
+        [(1, [box(2, 2, 9, 9), 12], 0)],  # a polygon that is no list of coordinates
     ]
     data = instances_json(names, per_image)
     data["images"][6]["width"] = W + 1
@@ -241,7 +251,10 @@ def test_annotations_that_cannot_be_drawn_are_reported_never_a_crash(tmp_path):
     assert "annotation: a polygon of N points" in dry.output  # grouped by what is wrong
     ds = packer.pack(src, tmp_path / "out", **EXACT)
     assert ds["train"].count == 2
-    assert not masks_by_image(ds, "train")["000000000007.jpg"].any()
+    triangle = {"segmentation": [TRIANGLE], "category_id": 3, "iscrowd": 0}
+    want = torchvision_target([triangle], H, W)
+    assert want.any()
+    np.testing.assert_array_equal(masks_by_image(ds, "train")["000000000007.jpg"], want)
     reasons = {r["path"]: r["reason"] for r in ds.manifest["rejected"]}
     assert reasons == {
         "train2017/000000000001.jpg": "annotation 2: a polygon of 2 points (3 or more)",
@@ -251,6 +264,7 @@ def test_annotations_that_cannot_be_drawn_are_reported_never_a_crash(tmp_path):
         "train2017/000000000005.jpg": (
             "no such image file (listed in annotations/instances_train2017.json)"
         ),
+        "train2017/000000000008.jpg": "annotation 9: a polygon of 0 points (3 or more)",
         "annotations/instances_train2017.json#annotation 77": "image_id 999 is not in images",
         "annotations/instances_train2017.json#106": (
             "its images entry says 41x30 pixels, the image file is 40x30"

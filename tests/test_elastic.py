@@ -13,6 +13,8 @@ from torch.utils.data import DataLoader
 
 import packer
 from packer.reading.loader import Loader
+from packer.reading.position import ENCODED_LENGTH, MAX_PASSES, Pass, agreed
+from packer.reading.sampler import Sampler
 from tests.torch_jobs import KINDS, ids_of, sample_ids
 
 COUNT = 14  # samples in the pack's train split, in shards of 5, 5 and 4
@@ -140,3 +142,92 @@ def test_a_state_moves_between_keras_torch_and_tf_readers(pack):
     rest = packer.tf.dataset(pack, batch_size=5, seed=6, start=state)
     seen += [i for images, _ in rest for i in ids_of(images.numpy(), ids)]
     assert sorted(seen) == list(range(COUNT))  # 8 + 4 + 2: the epoch, each sample once
+
+
+def test_windows_resume_keeps_the_saved_window_across_windows_and_world_sizes(pack):
+    """The window an epoch was shuffled in belongs to the epoch, not to the reader: readers
+    with other `shuffle_window`s and world sizes continue its order, each sample once."""
+
+    def layout(world: int, batch: int, window: int, state=None) -> list[Loader]:
+        loaders = [
+            Loader(pack, batch_size=batch, shuffle="windows", seed=0 if state else 3,
+                   shuffle_window=window, rank=rank, world_size=world, uneven="allow")
+            for rank in range(world)
+        ]  # fmt: skip
+        for loader in loaders:
+            if state is not None:
+                loader.load_state_dict(json.loads(json.dumps(state)))
+        return loaders
+
+    def orders(loaders: list[Loader]) -> list[list[int]]:
+        return [[int(i) for b in range(len(x)) for i in x.indices(b)] for x in loaders]
+
+    # the epoch as two ranks with windows of 4 read it: contiguous parts of one global order
+    first = layout(2, 3, 4)
+    epoch = orders(first)
+    assert sorted(epoch[0] + epoch[1]) == list(range(COUNT))
+    seen, state = step(first, 1)  # 3 samples on each rank
+    assert state["window"] == 4
+    left = epoch[0][3:] + epoch[1][3:]
+    # three ranks with windows of 6 cut what is left into three contiguous stretches
+    second = layout(3, 1, 6, state)
+    assert orders(second) == [p.tolist() for p in np.array_split(left, 3)]
+    seen += [int(i) for loader in second for i in loader.indices(0)]  # one batch each
+    state = agreed([loader.state_dict(1) for loader in second])  # parts of 3, 3 and 2
+    assert state["window"] == 4  # still the epoch's window
+    left = [i for p in np.array_split(left, 3) for i in p.tolist()[1:]]
+    # one rank with its default window reads the rest of the epoch in that order
+    third = layout(1, 5, 0, state)
+    assert orders(third) == [left]
+    read, state = step(third, 100)
+    seen += read
+    assert sorted(seen) == list(range(COUNT))  # every sample exactly once
+    # the next epoch is shuffled in the new reader's own window, as a fresh reader's
+    assert state["epoch"] == 1
+    fresh = layout(1, 5, 0)
+    fresh[0].set_epoch(1)
+    assert orders(layout(1, 5, 0, state)) == orders(fresh)
+
+
+def resumed(state: dict, world: int, shuffle) -> tuple[list[int], dict, Pass]:
+    """All ranks of a `world`-rank layout (batches of one) load `state` and read one batch
+    each: the samples read, the state they then name, and rank 0's pass."""
+    samplers = [
+        Sampler([50, 50, 40], 1, shuffle, seed=2, window=7, rank=r, world_size=world,
+                uneven="allow")
+        for r in range(world)
+    ]  # fmt: skip
+    passes = [s.load_state_dict(json.loads(json.dumps(state))) for s in samplers]
+    read = [int(i) for s, p in zip(samplers, passes, strict=True) for i in s.batch(p, 0)]
+    return read, samplers[0].state_dict(passes[0], 1), passes[0]
+
+
+@pytest.mark.parametrize("shuffle", [False, "global"])
+def test_strided_positions_stay_one_prefix_however_often_resumed(shuffle):
+    """Dealt-out orders only ever consume a prefix: any number of layout changes is one pass."""
+    state = Sampler([50, 50, 40], 1, shuffle, seed=2).state_dict(Pass(0), 0)
+    seen = []
+    for resume in range(3 * MAX_PASSES):
+        read, state, _ = resumed(state, 2 + resume % 2, shuffle)
+        seen += read
+        assert len(state["passes"]) <= 2 and state["consumed"] == len(seen)
+    assert len(set(seen)) == len(seen)
+
+
+def test_windows_epochs_take_8_world_size_changes_each_pass_encodable():
+    """Each world-size change of a windows epoch adds a pass. After 8 (as the README says), the
+    epoch goes on in the same world size and refuses another change with the reason. Every
+    pass fits the fixed-length encoding that torch's worker processes read from shared memory."""
+    state = Sampler([50, 50, 40], 1, "windows", seed=2, window=7).state_dict(Pass(0), 1)
+    seen = [int(Sampler([50, 50, 40], 1, "windows", seed=2, window=7).batch(Pass(0), 0)[0])]
+    for change in range(8):  # world sizes 3, 2, 3, ...
+        read, state, p = resumed(state, 3 - change % 2, "windows")
+        seen += read
+        assert len(p.before) == change + 1
+        assert len(p.encode()) == ENCODED_LENGTH and Pass.decode(p.encode()) == p
+    read, state, p = resumed(state, 2, "windows")  # the same world size again: goes on
+    seen += read
+    assert len(p.before) == 8 and Pass.decode(p.encode()) == p
+    assert state["consumed"] == len(seen) == len(set(seen))
+    with pytest.raises(ValueError, match=r"read in 9 layouts \(at most 8 before a new one\)"):
+        resumed(state, 3, "windows")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-MAX_PASSES = 8  # layouts one epoch may be read in (each world-size change adds one)
+MAX_PASSES = 8  # earlier passes a reader may continue (each world-size change adds one)
 _HEAD = 4  # encoded: epoch, offset, window, number of earlier passes
 
 

@@ -243,15 +243,15 @@ class Sampler:
         epoch, passes = int(state["epoch"]), [tuple(map(int, p)) for p in state["passes"]]
         if epoch < 0 or not passes or any(w < 1 or c < 0 for w, c in passes):
             raise ValueError(f"state position out of range: epoch {epoch}, passes {passes}")
-        if len(passes) > MAX_PASSES:
+        world, per_rank = passes[-1]
+        if len(passes) - (world == self.world_size) > MAX_PASSES:  # the passes before this one
             raise ValueError(
-                f"this epoch was resumed in {len(passes)} layouts (at most {MAX_PASSES}): "
-                "let it finish in one before changing the world size again"
+                f"this epoch was read in {len(passes)} layouts (at most {MAX_PASSES} before a "
+                f"new one): finish it with world_size={world} before changing the world size again"
             )
         with self._lock:
             self.seed, self._cache = int(state["seed"]), OrderedDict()
         window = int(state.get("window", 0)) if not self.strided else 0
-        world, per_rank = passes[-1]
         if not any(c for _, c in passes):  # an epoch's start: read it all in this layout
             return Pass(epoch)
         if world == self.world_size:

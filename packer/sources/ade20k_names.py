@@ -1,6 +1,7 @@
 """The 150 class names of ADE20K SceneParsing (`objectInfo150`, the first name of each line),
-in index order: mask value k is class k-1. They match mmsegmentation's ADE20KDataset classes
-(whose "bed " carries a stray trailing space, dropped here)."""
+in index order: mask value k is class k-1, named as a pack of a folder holding objectInfo150
+names it. mmsegmentation's ADE20KDataset classes differ in two: "bed " (a stray trailing
+space) and row 90, named by its second name, "television receiver"."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ ADE20K_NAMES = (
     "bookcase", "blind", "coffee table", "toilet", "flower", "book", "hill", "bench",
     "countertop", "stove", "palm", "kitchen island", "computer", "swivel chair", "boat", "bar",
     "arcade machine", "hovel", "bus", "towel", "light", "truck", "tower", "chandelier",
-    "awning", "streetlight", "booth", "television receiver", "airplane", "dirt track",
+    "awning", "streetlight", "booth", "television", "airplane", "dirt track",
     "apparel", "pole", "land", "bannister", "escalator", "ottoman", "bottle", "buffet",
     "poster", "stage", "van", "ship", "fountain", "conveyer belt", "canopy", "washer",
     "plaything", "swimming pool", "stool", "barrel", "basket", "waterfall", "tent", "bag",
