@@ -257,7 +257,9 @@ def _records(part: Split, order: Order, max_boxes: int) -> tuple[tf.data.Dataset
     records = files.interleave(
         lambda f: tf.data.TFRecordDataset(f, compression, READ_BUFFER),
         cycle_length=min(len(paths), INTERLEAVE_FILES) if order.shuffle else 1,
-        num_parallel_calls=tf.data.AUTOTUNE,
+        # A remote pack's files are fetched as the interleave takes them: a parallel one takes
+        # files ahead, whose downloads could evict a file before it is opened.
+        num_parallel_calls=None if part.dataset.cache is not None else tf.data.AUTOTUNE,
         # Fewer files than pipelines: every pipeline reads all in one order, keeps its share.
         deterministic=order.deterministic or not by_file,
     )

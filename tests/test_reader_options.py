@@ -145,9 +145,7 @@ def test_cache_bytes_bounds_the_shard_cache_of_every_reader(seg_src, tmp_path, m
     memory = fsspec.filesystem("memory")
     memory.put(f"{local}/", f"{url}/", recursive=True)
     shard_file = max(p.stat().st_size for p in (local / "train").iterdir())
-    # one shard's files, not two; a streamed tf.data reader fetches the next file while it
-    # reads one (tf.data opens files ahead), so it is given room for two of three
-    bound = (4 if kind == "tf-streamed" else 2) * shard_file + 1000
+    bound = 2 * shard_file + 1000  # one shard's files, not two
     cache = tmp_path / "cache"
     options = {"batch_size": 3, "shuffle": False}
     try:
