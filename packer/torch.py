@@ -171,11 +171,6 @@ class _Packed:
         return len(self.loader)
 
     def _device_finish(self, augment_device: str | torch.device) -> torch_device.DeviceFinish:
-        if self.loader.objects:
-            raise ValueError(
-                "augment_device does not take a detection pack's boxes and masks yet: leave "
-                "it unset, and the DataLoader workers augment them (NumPy/OpenCV)"
-            )
         transform = self.loader.transform
         return torch_device.DeviceFinish(
             torch_device.device_of(augment_device),
@@ -190,10 +185,10 @@ class _Packed:
     def _batch(self, index: int) -> tuple[torch.Tensor, torch.Tensor] | _Handed:
         """Batch `index` of the current epoch: tensors, or in a DataLoader worker a parcel of
         a shared slot that becomes those tensors in the process that unpickles it."""
+        if self.loader.objects:  # per image a dict of tensors, torchvision's detection input
+            return torch_device.detection_batch(self.loader, index, self.layout, self._finish)
         if self._finish is not None:
             return self._raw_batch(index)
-        if self.loader.objects:  # per image a dict of tensors, torchvision's detection input
-            return torch_device.detection_batch(self.loader, index, self.layout)
         if get_worker_info() is None or not handoff.AVAILABLE:
             images, targets = self.loader.batch(index)
             return _tensors([images, targets.astype(self._target_dtype, copy=False)], self.layout)

@@ -86,7 +86,7 @@ class DeviceFinish:
         )
         if self.segmentation:
             targets = masks
-        images = self._normalised(images)
+        images = self.normalised(images)
         if self.one_hot:  # ids outside 0..C-1 (the ignore index) become zero rows
             ids = targets.long()
             valid = (ids < self.num_classes).unsqueeze(-1)
@@ -96,7 +96,8 @@ class DeviceFinish:
             targets = targets.to(self.target_dtype)
         return (images.permute(0, 3, 1, 2) if self.layout == "NCHW" else images), targets
 
-    def _normalised(self, images: torch.Tensor) -> torch.Tensor:
+    def normalised(self, images: torch.Tensor) -> torch.Tensor:
+        """The images normalised as the reader asks (uint8 as they are without)."""
         mode = self.normalizer.mode
         if mode is None:
             return images
@@ -149,14 +150,50 @@ class DeviceBatch:
         return 2
 
 
+class DeviceObjects(DeviceBatch):
+    """A detection batch's raw images, its per-image targets and its draw: unpacking moves
+    them to the device and augments boxes and per-object masks with the images there."""
+
+    def __init__(self, images, targets: list[dict], params: AugmentParams, finish) -> None:
+        super().__init__(images, images, params, finish)
+        self.targets = targets
+
+    def pin_memory(self, device: Any = None) -> DeviceObjects:
+        if self._raw is not None and self.finish.device.type == "cuda":
+            images = self._raw[0].pin_memory()
+            self._raw = (images, images)
+            self.targets = [{k: v.pin_memory() for k, v in t.items()} for t in self.targets]
+        return self
+
+    def tensors(self) -> tuple[torch.Tensor, list[dict[str, torch.Tensor]]]:
+        if self._done is None:
+            finish, device = self.finish, self.finish.device
+            images = self._raw[0].to(device, non_blocking=True)
+            targets = [{k: v.to(device, non_blocking=True) for k, v in t.items()}
+                       for t in self.targets]  # fmt: skip
+            images, _, moved = torch_exec.apply(
+                images, None, self.params, device=device, targets=targets
+            )
+            for target in moved:  # torchvision's dtype, whatever the executor kept
+                target["labels"] = target["labels"].long()
+            self._done = (channels(finish.normalised(images), finish.layout), moved)
+            self._raw = None
+            self.targets = []
+        return self._done
+
+
 def from_arrays(arrays: list[np.ndarray], params: AugmentParams, finish: DeviceFinish):
     """A DeviceBatch over NumPy arrays (a shared slot's views in the parent, say)."""
     return DeviceBatch(torch.from_numpy(arrays[0]), torch.from_numpy(arrays[1]), params, finish)
 
 
-def detection_batch(loader, index: int, layout: str):
-    """Batch `index` of a detection pack's Loader as `detection_tensors` gives it."""
-    return detection_tensors(*loader.objects_batch(index), layout)
+def detection_batch(loader, index: int, layout: str, finish: DeviceFinish | None = None):
+    """Batch `index` of a detection pack's Loader as `detection_tensors` gives it; with
+    `finish` (augment_device), raw, to be augmented where it is unpacked."""
+    if finish is None:
+        return detection_tensors(*loader.objects_batch(index), layout)
+    images, targets = detection_tensors(*loader.objects_batch(index, raw=True), "NHWC")
+    return DeviceObjects(images, targets, loader.draw(index), finish)
 
 
 def detection_tensors(

@@ -206,14 +206,28 @@ def test_augmentation_moves_objects_alike_in_every_reader(pack):
     assert moved_any
 
 
-def test_one_hot_and_device_augmentation_of_objects_are_refused_in_one_line(pack):
+def test_augment_device_moves_objects_as_the_workers_do(pack):
+    augment = packer.Augment(horizontal_flip=True, width_shift_range=0.3, zoom_range=0.3, seed=0)
+    options = dict(batch_size=4, seed=3, augment=augment, layout="NCHW")
+    on_cpu = packer.torch.PackedDataset(pack, "train", **options)
+    on_device = packer.torch.PackedDataset(pack, "train", augment_device="cpu", **options)
+    loader = DataLoader(on_device, batch_size=None, num_workers=1)
+    for k, batch in enumerate(loader):
+        images, targets = batch  # augmented where it is unpacked
+        want_images, want = on_cpu[k]
+        assert images.shape == want_images.shape
+        assert (images.int() - want_images.int()).abs().float().mean() < 1.0
+        for got, expected in zip(targets, want, strict=True):
+            assert got["labels"].dtype == torch.int64
+            assert got["labels"].tolist() == expected["labels"].tolist()
+            np.testing.assert_allclose(got["boxes"].numpy(), expected["boxes"], atol=1e-3)
+            agree = (got["masks"] == expected["masks"]).float().mean()
+            assert agree >= 0.9999 or got["masks"].numel() == 0
+
+
+def test_one_hot_of_objects_is_refused_in_one_line(pack):
     with pytest.raises(ValueError, match="one_hot=True does not apply"):
         packer.torch.PackedDataset(pack, "train", batch_size=2, one_hot=True)
-    augment = packer.Augment(horizontal_flip=True, seed=0)
-    with pytest.raises(ValueError, match="augment_device does not take a detection pack"):
-        packer.torch.PackedDataset(
-            pack, "train", batch_size=2, augment=augment, augment_device="cpu"
-        )
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         packer.torch.PackedDataset(pack, "train", batch_size=2)

@@ -208,12 +208,13 @@ class Loader:
         return self.split.reader.ragged(np.sort(self.indices(index, epoch)))
 
     def objects_batch(
-        self, index: int, epoch: int | None = None
+        self, index: int, epoch: int | None = None, raw: bool = False
     ) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
         """A detection pack's batch `index` at once: images (augmented and normalised as
-        asked), one array per object field (every object, sample after sample) and each
-        sample's object count, in ascending sample index. Augmentation moves the boxes and
-        per-object masks with the images and drops the objects it pushes out."""
+        asked, or as stored with `raw`), one array per object field (every object, sample
+        after sample) and each sample's object count, in ascending sample index. Augmentation
+        moves the boxes and per-object masks with the images and drops the objects it pushes
+        out."""
         p = self.pass_of(epoch)
         indices = np.sort(self.sampler.batch(p, index))
         if self.sampler.shuffle == "windows":
@@ -221,6 +222,8 @@ class Loader:
         reader = self.split.reader
         images = reader.read(indices)["images"]
         fields, counts = reader.ragged(indices)
+        if raw:
+            return images, fields, counts
         if self.augment is not None:
             from ..augment import numpy_exec
 
