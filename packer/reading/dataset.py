@@ -33,7 +33,30 @@ class ClassWeights(dict):
         return np.array([self[i] for i in range(len(self))], dtype or np.float32)
 
 
-class PackedDataset:
+class ManifestView:
+    """What a manifest's `classes` and `fields` tell readers; a pack's and a mixture's alike."""
+
+    manifest: dict
+    fields: tuple[Field, ...]
+
+    @property
+    def classes(self) -> list[dict]:
+        """Class index, name and colour (None where the source had none), in index order."""
+        return self.manifest["classes"]
+
+    @property
+    def class_names(self) -> list[str]:
+        return [c["name"] for c in self.classes]
+
+    @property
+    def image_shape(self) -> tuple[int, int, int]:
+        return self.field("images").shape  # type: ignore[return-value]
+
+    def field(self, name: str) -> Field:
+        return next(f for f in self.fields if f.name == name)
+
+
+class PackedDataset(ManifestView):
     """A finished pack: its manifest, classes and splits. `ds["train"]` gives one split."""
 
     def __init__(
@@ -78,27 +101,11 @@ class PackedDataset:
             for f in shard["files"]
         ]
 
-    @property
-    def classes(self) -> list[dict]:
-        """Class index, name and colour (None where the source had none), in index order."""
-        return self.manifest["classes"]
-
-    @property
-    def class_names(self) -> list[str]:
-        return [c["name"] for c in self.classes]
-
-    @property
-    def image_shape(self) -> tuple[int, int, int]:
-        return self.field("images").shape  # type: ignore[return-value]
-
     @cached_property
     def format_options(self) -> dict:
         """The format's own options as packed (defaults for options the manifest predates)."""
         fmt = formats.get(self.format)
         return {k: self.manifest["options"].get(k, v) for k, v in fmt.OPTIONS.items()}
-
-    def field(self, name: str) -> Field:
-        return next(f for f in self.fields if f.name == name)
 
     def class_weights(self, method: str = "inverse", split: str | None = None) -> ClassWeights:
         """Per-class weights from the pixel (segmentation) or image (classification) counts

@@ -19,7 +19,7 @@ import numpy as np
 from ..errors import MixtureError
 from ..schema import Field, fixed
 from .buffers import BufferPool
-from .dataset import PackedDataset, Split
+from .dataset import ManifestView, PackedDataset, Split
 from .mixture import Mixture
 from .mixture_classes import Reconciled, reconcile, relabel, target_names
 from .mixture_plan import Plan, draws
@@ -116,7 +116,7 @@ def _check_agree(parts: list[Split], labels: list[str]) -> None:
             raise MixtureError(f"fields differ: {labels[0]} has {mine}, {label} has {shown}")
 
 
-class MixedDataset:
+class MixedDataset(ManifestView):
     """What readers ask of a pack, for a mixture: fields, task, classes and a manifest of what
     batch transforms read (task, classes, ignore index, per-channel stats weighted by draws)."""
 
@@ -138,21 +138,6 @@ class MixedDataset:
             "ignore_index": reconciled.ignore_index,
             "stats": _weighted_stats(split.parts, split.plan.draws),
         }
-
-    @property
-    def classes(self) -> list[dict]:
-        return self.manifest["classes"]
-
-    @property
-    def class_names(self) -> list[str]:
-        return [c["name"] for c in self.classes]
-
-    @property
-    def image_shape(self) -> tuple[int, int, int]:
-        return self.field("images").shape  # type: ignore[return-value]
-
-    def field(self, name: str) -> Field:
-        return next(f for f in self.fields if f.name == name)
 
 
 def _weighted_stats(parts: list[Split], weights: list[int]) -> dict:
