@@ -12,7 +12,7 @@ pack's own layout so that the formats' `open_shard` reads the cached copy as a l
   TOUCH_EVERY seconds per process); when the cache grows past `max_bytes`, the least recently
   used files go first. The files of the shard being fetched, and files touched in the last
   GRACE seconds by any process (about to be opened), are kept, so the bound can be exceeded
-  while they are needed. Evicting a file that a reader has open is safe: its memmap keeps
+  while they are needed; each finished download trims the cache back to the bound. Evicting a file that a reader has open is safe: its memmap keeps
   the data until closed.
 
 `CACHE_DIR` defaults to `$PACKER_CACHE_DIR`, else `$XDG_CACHE_HOME/packer`, else
@@ -134,8 +134,11 @@ class ShardCache:
             return local
         with _flock(self.cache_dir / ".locks" / _lock_name(self.root, f["path"])):
             if not self._valid(local, f):  # another process may have fetched it meanwhile
-                tmp = self._reserve(local, f["bytes"], {self.root / g["path"] for g in batch})
+                keep = {self.root / g["path"] for g in batch}
+                tmp = self._reserve(local, f["bytes"], keep)
                 self._download(local, tmp, f)
+                with _flock(self.cache_dir / ".locks" / "evict"):  # back within the bound
+                    _evict(self.cache_dir, self.max_bytes, 0, keep)  # once others' are done
             _touch(local)
         return local
 
@@ -167,20 +170,28 @@ class ShardCache:
         local.parent.mkdir(parents=True, exist_ok=True)
         tmp = local.with_name(f"{_TMP}{local.name}.{uuid.uuid4().hex[:8]}")
         with _flock(self.cache_dir / ".locks" / "evict"):
-            files = list(_cached_files(self.cache_dir))
-            total = sum(size for _, size, _, _ in files)  # downloads under way included
-            now = time.time()
-            for path, size, mtime, busy in sorted(files, key=lambda x: x[2]):
-                if total + incoming <= self.max_bytes:
-                    break
-                if busy or path in keep or now - mtime < GRACE:
-                    continue
-                with contextlib.suppress(OSError):
-                    path.unlink()
-                    total -= size
+            _evict(self.cache_dir, self.max_bytes, incoming, keep)
             with open(tmp, "wb") as claim:
                 claim.truncate(incoming)  # sparse: it takes no disk until written
         return tmp
+
+
+def _evict(cache_dir: Path, max_bytes: int, incoming: int, keep: set[Path]) -> None:
+    """Remove least recently used files until `incoming` more bytes fit `max_bytes`, sparing
+    downloads under way, the files in `keep` and those used in the last GRACE seconds (call
+    under the cache-wide eviction lock). A download finished while others held their room
+    calls it with nothing incoming, so the cache returns within its bound."""
+    files = list(_cached_files(cache_dir))
+    total = sum(size for _, size, _, _ in files)  # downloads under way included
+    now = time.time()
+    for path, size, mtime, busy in sorted(files, key=lambda x: x[2]):
+        if total + incoming <= max_bytes:
+            break
+        if busy or path in keep or now - mtime < GRACE:
+            continue
+        with contextlib.suppress(OSError):
+            path.unlink()
+            total -= size
 
 
 def _touch(path: Path) -> None:
