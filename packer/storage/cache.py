@@ -12,8 +12,8 @@ pack's own layout so that the formats' `open_shard` reads the cached copy as a l
   TOUCH_EVERY seconds per process); when the cache grows past `max_bytes`, the least recently
   used files go first. The files of the shard being fetched, and files touched in the last
   GRACE seconds by any process (about to be opened), are kept, so the bound can be exceeded
-  while they are needed; each finished download trims the cache back to the bound. Evicting a file that a reader has open is safe: its memmap keeps
-  the data until closed.
+  while they are needed; each finished download trims the cache back to the bound. Evicting
+  a file that a reader has open is safe: its memmap keeps the data until closed.
 
 `CACHE_DIR` defaults to `$PACKER_CACHE_DIR`, else `$XDG_CACHE_HOME/packer`, else
 `~/.cache/packer`; `max_bytes` to `$PACKER_CACHE_BYTES`, else DEFAULT_MAX_BYTES.
