@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pycocotools import mask as coco_mask
 
-from tests.coco_fixtures import CATEGORIES, SIZE, box, disc, rle_of, write_images
+from tests.coco_fixtures import CATEGORIES, SIZE, box, disc, instances_json, rle_of, write_images
 
 W, H = SIZE
 
@@ -46,23 +46,11 @@ def detection_annotations() -> list[list[tuple[int, object, int]]]:
 
 
 def detection_json(names: list[str], per_image: list, categories=CATEGORIES) -> dict:
-    images = [{"id": 100 + i, "file_name": n, "width": W, "height": H} for i, n in enumerate(names)]
-    annotations, aid = [], 1
-    for i, anns in enumerate(per_image):
-        for category, segmentation, crowd in anns:
-            annotations.append(
-                {
-                    "id": aid,
-                    "image_id": 100 + i,
-                    "category_id": category,
-                    "segmentation": segmentation,
-                    "iscrowd": crowd,
-                    "area": 1.0,
-                    "bbox": bbox_of(segmentation),
-                }
-            )
-            aid += 1
-    return {"images": images, "annotations": annotations, "categories": categories}
+    """`coco_fixtures.instances_json` with each annotation's real bbox, as pycocotools makes it."""
+    data = instances_json(names, per_image, categories=categories)
+    for annotation in data["annotations"]:
+        annotation["bbox"] = bbox_of(annotation["segmentation"])
+    return data
 
 
 def make_detection_coco(root: Path, boxes_only: bool = False) -> Path:
