@@ -39,7 +39,7 @@ from torch.utils.data import (
 )
 
 from . import torch_device
-from .reading import handoff
+from .reading import gather, handoff
 from .reading.loader import Loader
 from .reading.options import (
     BATCH_SIZE,
@@ -185,6 +185,8 @@ class _Packed:
     def _batch(self, index: int) -> tuple[torch.Tensor, torch.Tensor] | _Handed:
         """Batch `index` of the current epoch: tensors, or in a DataLoader worker a parcel of
         a shared slot that becomes those tensors in the process that unpickles it."""
+        if (worker := get_worker_info()) is not None:
+            gather.share_cores(worker.num_workers)  # the workers share the cores
         if self.loader.objects:  # per image a dict of tensors, torchvision's detection input
             return torch_device.detection_batch(self.loader, index, self.layout, self._finish)
         if self._finish is not None:

@@ -236,6 +236,10 @@ class NpyShardReader:
         }
         return fields, counts
 
+    def open(self) -> None:
+        """Map the shard's files now (reads map them on first use otherwise)."""
+        self.maps()
+
     def maps(self) -> dict[str, np.ndarray]:
         if self._maps is None:
             self._maps = {name: _open_memmap(path, self.count) for name, path in self.paths.items()}

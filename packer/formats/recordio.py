@@ -179,6 +179,10 @@ class RecordIOShardReader:
             self._reader = reader
         return self._reader
 
+    def open(self) -> None:
+        """Open the shard's files now (reads open them on first use otherwise)."""
+        _ = self.reader
+
     def read_into(self, local: np.ndarray, out: dict[str, np.ndarray]) -> None:
         """Copy records `local` (sorted indices into this shard) into the arrays of `out`."""
         slow = range(len(local))

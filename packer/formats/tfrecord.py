@@ -1,10 +1,9 @@
 """The tfrecord format, both ways: one TFRecord file of `tf.train.Example`s per shard.
 
 Workers write Examples without TensorFlow (the bytes: `tfrecord_wire`). Optional gzip: one
-gzip member per chunk, joined in order (every gzip reader, TensorFlow's included, reads
-concatenated members as one stream). Optional DALI index files. Random access for the NumPy
-readers scans the record framing once per shard; `example_decoder` is the tf.data parse of a
-batch, importing TensorFlow only when called. See formats/tfrecord.md.
+gzip member per chunk, joined in order (every gzip reader, TensorFlow's too, reads concatenated
+members as one stream). Optional DALI index files. NumPy readers scan the framing once per
+shard; `example_decoder` is the tf.data parse of a batch. See formats/tfrecord.md.
 """
 
 from __future__ import annotations
@@ -281,7 +280,8 @@ class TFRecordShardReader:
         self._layout_cache: dict[str, tuple[int, int]] | None = None
         self._verified = np.zeros(count, bool)
 
-    def _open(self) -> mmap.mmap:
+    def open(self) -> mmap.mmap:
+        """The shard's file, mapped (and its records found) on first use."""
         with self._lock:
             if self._map is None:
                 starts, lengths = scan(self.path)
@@ -319,7 +319,7 @@ class TFRecordShardReader:
 
     def _verify(self, local: np.ndarray) -> mmap.mmap:
         """The mapped file, after checking the CRC of each of records `local` once."""
-        data = self._open()
+        data = self.open()
         for i in local[~self._verified[local]].tolist():
             start, stop = int(self._starts[i]), int(self._starts[i] + self._lengths[i])
             (crc,) = CRC.unpack_from(data, stop)

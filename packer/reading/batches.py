@@ -1,7 +1,8 @@
 """Batch reads: any set of sample indices of a split as whole-batch arrays, without decoding.
 
 Indices are read in ascending order, one run per shard touched, through the format's shard
-readers (a memmap for npy), into arrays the caller supplies or into pooled ones. For a remote
+readers (a memmap for npy), into arrays the caller supplies or into pooled ones, the rows
+of a large batch copied by a few threads at once (`gather`). For a remote
 pack each shard's files are fetched into the local cache before its first read.
 """
 
@@ -15,6 +16,7 @@ import numpy as np
 from .. import formats
 from ..errors import ManifestError
 from ..schema import fixed, ragged
+from . import gather
 from .buffers import BufferPool
 
 if TYPE_CHECKING:
@@ -75,13 +77,17 @@ class BatchReader:
             out = self.buffers.take(len(order))
         else:
             self._check_out(out, len(order))
+        runs = []
         for shard, start, stop in self._runs(order):
             local = order[start:stop] - self.split.offsets[shard]
-            if self.cache is not None:
+            runs.append((self.shards[shard], local, {k: v[start:stop] for k, v in out.items()}))
+            if self.cache is not None:  # remote: each shard read while it is surely cached
                 self.cache.ensure(self._data_files(shard))
-            self.shards[shard].read_into(local, {k: v[start:stop] for k, v in out.items()})
-            if self.cache is not None and shard + 1 < len(self.shards):
-                self.cache.prefetch(self._data_files(shard + 1))  # in order: the next shard
+                gather.read(runs[-1:])
+                if shard + 1 < len(self.shards):
+                    self.cache.prefetch(self._data_files(shard + 1))  # in order: the next
+        if self.cache is None:
+            gather.read(runs)
         return out
 
     def objects(self, indices: np.ndarray) -> list[dict[str, np.ndarray]]:

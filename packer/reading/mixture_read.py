@@ -18,6 +18,7 @@ import numpy as np
 
 from ..errors import MixtureError
 from ..schema import Field, fixed
+from . import gather
 from .buffers import BufferPool
 from .dataset import ManifestView, PackedDataset, Split
 from .mixture import Mixture
@@ -203,14 +204,19 @@ class MixedReader:
         joint = self.plan.offsets[pack] + sample  # ascending: packs one after another
         shard = np.searchsorted(self.starts, joint, side="right") - 1
         cuts = [0, *(np.flatnonzero(np.diff(shard)) + 1).tolist(), len(order)]
+        runs = []
         for start, stop in itertools.pairwise(cuts):
             v = int(shard[start])
             k, s = self.shards[v]
             reader = self.readers[k]
-            if reader.cache is not None:
-                reader.cache.ensure(self.files[v])
             rows = {name: array[start:stop] for name, array in out.items()}
-            reader.shards[s].read_into(joint[start:stop] - self.starts[v], rows)
+            run = (reader.shards[s], joint[start:stop] - self.starts[v], rows)
+            if reader.cache is None:
+                runs.append(run)
+            else:  # remote: read while the shard is surely in the cache
+                reader.cache.ensure(self.files[v])
+                gather.read([run])
+        gather.read(runs)
         for k, table in enumerate(self.tables):
             if table is not None:
                 first, last = np.searchsorted(pack, [k, k + 1])

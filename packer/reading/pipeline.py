@@ -107,7 +107,7 @@ class Pipeline:
                 parent_end, child_end = context.Pipe()
                 process = context.Process(
                     target=work,
-                    args=(payload, child_end, shared, os.getpid(), deathsig, spawned),
+                    args=(payload, child_end, shared, os.getpid(), deathsig, spawned, workers),
                     name=f"packer-pipeline-{number}",
                     daemon=True,
                 )

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..processes import die_with_parent, one_opencv_thread
+from . import gather
 from .ring import Memory, Ring, SharedFd
 
 
@@ -65,10 +66,12 @@ def work(
     parent: int,
     deathsig: bool,
     spawned: bool,
+    workers: int,
 ) -> None:
     """A worker's loop: make the batches asked for into their slots, answer calls, until
-    told to stop or the parent is gone."""
+    told to stop or the parent is gone. The `workers` share the cores (`gather`)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    gather.share_cores(workers)
     if deathsig:
         die_with_parent(parent)
     if spawned:
