@@ -10,13 +10,17 @@ PYTHONPATH), on the same synthetic segmentation source:
   read   `PackedSequence` shuffled uint8 batches of 16 over the npy pack, img/s over
          whole epochs after a warm-up epoch
   torch  `packer.torch.PackedDataset` in a DataLoader with 0 workers, the same way
+  tf     `packer.tf.dataset` over the npy pack, the same way
+
+`--cores N` runs every process on the first N cores the machine has (its CPU affinity): with
+1, how the versions compare on one core.
 
 It also checks that both versions wrote the same shard bytes (the manifests' SHA-256s).
 Ratios are B (this checkout) / A (the revision), taken within each round (the two sides ran
 seconds apart) and reported as their median and range over rounds; `--before HEAD` shows the
 noise of the machine (same code both sides).
 
-    python benchmarks/bench_ab.py --before REV [--images 300] [--rounds 5]
+    python benchmarks/bench_ab.py --before REV [--images 300] [--rounds 5] [--cores N]
 """
 
 from __future__ import annotations
@@ -50,6 +54,11 @@ if reader == "keras":
     def epoch(e):
         data.on_epoch_end()
         return sum(len(data[i][0]) for i in range(len(data)))
+elif reader == "tf":
+    import packer.tf
+    data = packer.tf.dataset(sys.argv[1], "train", batch_size=16, seed=0, stream=False)
+    def epoch(e):
+        return sum(len(images) for images, _ in data)
 else:
     import torch
     from packer.torch import PackedDataset
@@ -68,12 +77,15 @@ print(json.dumps({"img_s": sorted(rates)[len(rates) // 2]}))
 """
 
 
-def run(tree: Path, script: str, *args: str) -> dict:
+def run(tree: Path, script: str, *args: str, cores: set[int] | None = None) -> dict:
     """Run `script` in `tree` (whose packer `python -c` then imports first, before an editable
-    install's); its last output line as JSON."""
+    install's), on `cores` when given; its last output line as JSON."""
     env = {**os.environ, "PYTHONPATH": str(tree), "TF_CPP_MIN_LOG_LEVEL": "3"}
     command = [sys.executable, "-c", script, *args]
-    done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True, check=False)
+    pin = (lambda: os.sched_setaffinity(0, cores)) if cores else None
+    done = subprocess.run(
+        command, cwd=tree, env=env, capture_output=True, text=True, check=False, preexec_fn=pin
+    )
     if done.returncode:
         sys.exit(f"{tree}: {done.stderr.strip().splitlines()[-1]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -105,7 +117,9 @@ def main() -> None:
     parser.add_argument("--images", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--cores", type=int, help="run every process on this many cores")
     args = parser.parse_args()
+    cores = set(sorted(os.sched_getaffinity(0))[: args.cores]) if args.cores else None
     sys.path.insert(0, str(REPO))
     from packer.synthetic import make_segmentation
 
@@ -120,28 +134,35 @@ def main() -> None:
             src = make_segmentation(root / "src", {"train": args.images}, size=(512, 384))
             sides = {"A": before, "B": copy_checkout(root / "after")}
             times: dict[str, dict[str, list[float]]] = {
-                side: {"pack": [], "read": [], "torch": []} for side in sides
+                side: {"pack": [], "read": [], "torch": [], "tf": []} for side in sides
             }
             for round_ in range(args.rounds):
                 order = list(sides) if round_ % 2 == 0 else list(reversed(sides))
                 for side in order:
                     out = root / f"pack-{side}-{round_}"
-                    packed = run(sides[side], PACK, str(src), str(out), str(args.workers))
+                    packed = run(
+                        sides[side], PACK, str(src), str(out), str(args.workers), cores=cores
+                    )
                     assert Path(packed["file"]).is_relative_to(sides[side]), packed["file"]
                     times[side]["pack"].append(args.images / packed["seconds"])
-                    for reader, row in (("keras", "read"), ("torch", "torch")):
-                        times[side][row].append(run(sides[side], READ, str(out), reader)["img_s"])
+                    for reader, row in (("keras", "read"), ("torch", "torch"), ("tf", "tf")):
+                        rate = run(sides[side], READ, str(out), reader, cores=cores)["img_s"]
+                        times[side][row].append(rate)
                 same = shard_hashes(root / f"pack-A-{round_}") == shard_hashes(
                     root / f"pack-B-{round_}"
                 )
                 print(f"round {round_ + 1}: same shard bytes: {same}", flush=True)
         finally:
             subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(before)])
-    print(f"\nA = {args.before}, B = this checkout; {args.images} images, {args.rounds} rounds\n")
+    on = f", on {len(cores)} core(s)" if cores else ""
+    print(
+        f"\nA = {args.before}, B = this checkout; {args.images} images, {args.rounds} rounds{on}\n"
+    )
     print("| row | A img/s | B img/s | B / A, median of rounds | range |")
     print("|---|---:|---:|---:|---:|")
-    for row, label in (("pack", f"pack, {args.workers} workers"), ("read", "PackedSequence"),
-                       ("torch", "packer.torch, 0 workers")):  # fmt: skip
+    labels = {"pack": f"pack, {args.workers} workers", "read": "PackedSequence",
+              "torch": "packer.torch, 0 workers", "tf": "packer.tf.dataset"}  # fmt: skip
+    for row, label in labels.items():
         a, b = (statistics.median(times[side][row]) for side in sides)
         ratios = [y / x for x, y in zip(times["A"][row], times["B"][row], strict=True)]
         spread = f"{min(ratios):.3f}-{max(ratios):.3f}"

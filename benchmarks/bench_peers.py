@@ -10,11 +10,16 @@ with its files read once right before the timing (warm page cache). Contenders:
   naive loop       cv2.imread, resize, float32, one-hot (bench_read's loop), one process
   tf.data          the original files: decode_png / decode_image, resize, float32, one-hot
   keras            keras.utils.image_dataset_from_directory (classification only)
-  packer <format>  packer.pack, read by PackedSequence (npy, recordio) or packer.tf.dataset
+  packer <format>  packer.pack, read by PackedSequence (npy, recordio) or packer.tf.dataset;
+                   the npy pack also by packer.tf.dataset and packer.torch (0 workers)
   WebDataset       tar shards of .npy entries (TarWriter), read in-process by wds.WebDataset
   LitData          litdata.optimize, read in-process by StreamingDataset + StreamingDataLoader
   FFCV             RGBImageField(write_mode="raw") + NDArrayField / IntField, Loader, 2 workers
-  np.copyto        the same bytes per batch out of a RAM array: the memory-bandwidth limit
+  np.copyto        the same bytes per batch out of a RAM array: the memory-bandwidth limit,
+                   by one thread and by one thread per core the process may use (all cores)
+
+Below the table, the goals of reading on every core: each packer reader of the npy pack at
+>= 0.9 x the all-core copy and >= 1.3 x FFCV, in the same run.
 
 The peers run in their own environment (`bash benchmarks/setup_peers.sh` makes .venv-peers):
 this script, run by the project's .venv, re-invokes itself there (`--peer NAME`) and collects
@@ -48,6 +53,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve
 import bench_read  # noqa: E402
 
 import packer  # noqa: E402
+from packer.reading import gather  # noqa: E402
 from packer.reading.dataset import PackedDataset  # noqa: E402
 from packer.synthetic import shapes_scene  # noqa: E402
 
@@ -62,9 +68,17 @@ ORDER = (
     "tf.data",
     "keras",
     *(f"packer-{f}" for f in PACKER_FORMATS),
+    "packer-npy-tf",
+    "packer-npy-torch",
     *PEERS,
     "copyto",
+    "copyto-all",
+    "copyto-all-8",
 )
+# The goals of reading on every core, for every packer reader of the npy pack in one run:
+# read img/s over the all-core copy of the same bytes, and over FFCV's loader.
+GOALS = {"copyto-all": 0.9, "ffcv": 1.3}
+NPY_READERS = ("packer-npy", "packer-npy-tf", "packer-npy-torch")
 CLASSIFICATION_SIZE = (224, 224)
 SHUFFLE_BUFFER = 1000  # WebDataset samples; more than a split holds here: a full shuffle
 FFCV_WORKERS = 2
@@ -83,6 +97,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--synthetic", action="store_true", help="synthetic look-alike datasets")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=3.0, help="minimum time per read test")
+    parser.add_argument(
+        "--tile", type=int, default=1, help="list each train image N times (longer epochs)"
+    )
     parser.add_argument("--peers", nargs="*", default=list(PEERS), choices=PEERS)
     parser.add_argument("--results", type=Path, default=RESULTS, help="where peers.md/png go")
     parser.add_argument("--json", type=Path, help="also write the results to this JSON file")
@@ -384,8 +401,9 @@ def make_synthetic_classes(root: Path, seed: int = 0) -> Path:
     return root
 
 
-def sources(synthetic: bool, tmp: Path) -> list[tuple[str, Path, tuple[int, int]]]:
-    """(name, source folder, packed size) per dataset: the real ones, or synthetic ones."""
+def sources(synthetic: bool, tmp: Path, tile: int = 1) -> list[tuple[str, Path, tuple[int, int]]]:
+    """(name, source folder, packed size) per dataset: the real ones, or synthetic ones; with
+    `tile` > 1, each train file is listed that many times (links), for epochs of real length."""
     found = []
     for name, folder, make, size in (
         ("CamVid", "camvid", bench_read.make_synthetic, bench_read.SIZE),
@@ -394,8 +412,23 @@ def sources(synthetic: bool, tmp: Path) -> list[tuple[str, Path, tuple[int, int]
         src = DATA / folder
         if synthetic or not src.is_dir():
             src, name = make(tmp / f"synthetic-{folder}"), f"{name} (synthetic)"
+        if tile > 1:
+            src, name = tiled(src, tmp / f"tiled-{folder}", tile), f"{name} x{tile}"
         found.append((name, src, size))
     return found
+
+
+def tiled(src: Path, out: Path, times: int) -> Path:
+    """A copy of `src` made of links, whose train files (and their masks) appear `times` times."""
+    for path in sorted(p for p in src.rglob("*") if p.is_file()):
+        relative = path.relative_to(src)
+        copies = times if relative.parts[0].startswith("train") else 1
+        for k in range(copies):
+            name = f"{k}_{path.name}" if copies > 1 else path.name
+            link = out / relative.parent / name
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(path.resolve())
+    return out
 
 
 def pack_formats(src: Path, size: tuple[int, int], out: Path) -> dict[str, dict]:
@@ -568,6 +601,26 @@ def packer_tf_reader(root: Path, batch: int) -> Reader:
     return lambda: dataset
 
 
+def packer_torch_reader(root: Path, batch: int) -> Reader:
+    """`packer.torch.PackedDataset` through a DataLoader with 0 workers, shuffled, uint8."""
+    import torch
+    from torch.utils.data import DataLoader
+
+    import packer.torch
+
+    dataset = packer.torch.PackedDataset(
+        root, split="train", batch_size=batch, shuffle=True, target_dtype=torch.uint8
+    )
+    loader = DataLoader(dataset, batch_size=None, num_workers=0)
+    epochs = itertools.count(1)
+
+    def epoch() -> Iterator:
+        yield from loader
+        dataset.set_epoch(next(epochs))
+
+    return epoch
+
+
 def load_frameworks() -> None:
     """Import TensorFlow and Keras before any timing, so that no first batch pays for them."""
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -615,11 +668,59 @@ def packer_results(spec: dict, packs: dict[str, dict], batch: int, seconds: floa
         rows.append(row)
     if "ds" in packs["npy"]:
         ds = packs["npy"]["ds"]
+        files = files_under(ds.root)
+        for kind, label, open_reader in (
+            ("packer-npy-tf", "packer npy: packer.tf.dataset, uint8", packer_tf_reader),
+            ("packer-npy-torch", "packer npy: packer.torch, 0 workers, uint8", packer_torch_reader),
+        ):
+            timing = time_reads(partial(open_reader, ds.root, batch), files, seconds)
+            rows.append(result(kind, label, spec["name"], **timing))
         sample = sum(np.dtype(f.dtype).itemsize * int(np.prod(f.shape)) for f in ds.fields)
-        rate = bench_read.copyto_rate(ds["train"].count * sample, sample, batch, seconds)
-        label = "np.copyto of the same bytes (memory bandwidth)"
+        total = ds["train"].count * sample
+        rate = bench_read.copyto_rate(total, sample, batch, seconds)
+        label = "np.copyto of the same bytes, one core"
         rows.append(result("copyto", label, spec["name"], read_img_s=rate))
+        threads = gather.thread_count()
+        rate = bench_read.copyto_all_cores_rate(total, sample, batch, seconds, threads)
+        label = f"np.copyto of the same bytes, {threads} threads (all cores)"
+        rows.append(result("copyto-all", label, spec["name"], read_img_s=rate))
+        rate = bench_read.copyto_all_cores_rate(total, sample, batch, seconds, threads, held=8)
+        label = f"np.copyto, {threads} threads, into 8 batches in turn (tf.data's prefetch)"
+        rows.append(result("copyto-all-8", label, spec["name"], read_img_s=rate))
     return rows
+
+
+def goals(rows: list[dict]) -> list[dict]:
+    """Each packer reader of the npy pack over the all-core copy and over FFCV, per dataset."""
+    found = []
+    for dataset in dict.fromkeys(r["dataset"] for r in rows):
+        rate = {r["kind"]: r["read_img_s"] for r in rows if r["dataset"] == dataset}
+        for reader, (base, target) in itertools.product(NPY_READERS, GOALS.items()):
+            if rate.get(reader) and rate.get(base):
+                value = rate[reader] / rate[base]
+                found.append(
+                    {
+                        "dataset": dataset,
+                        "reader": reader,
+                        "over": base,
+                        "value": value,
+                        "target": target,
+                        "ok": value >= target,
+                    }
+                )
+    return found
+
+
+def goals_table(found: list[dict]) -> str:
+    """The goals as a Markdown table."""
+    lines = ["| dataset | reader | over | ratio | goal | met |", "|---|---|---|---:|---:|---|"]
+    for g in found:
+        met = "yes" if g["ok"] else "**no**"
+        lines.append(
+            f"| {g['dataset']} | {g['reader']} | {g['over']} | {g['value']:.2f} "
+            f"| >= {g['target']} | {met} |"
+        )
+    return "\n".join(lines)
 
 
 def with_ratios(rows: list[dict], names: list[str]) -> list[dict]:
@@ -635,7 +736,7 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict:
     """Packs first (forking before any framework loads), then the peers, then packer's reads."""
     load_before = os.getloadavg()[0]
     specs, packs = [], {}
-    for name, src, size in sources(args.synthetic, tmp):
+    for name, src, size in sources(args.synthetic, tmp, args.tile):
         print(f"packing {name} with packer ...", file=sys.stderr)
         packs[name] = pack_formats(src, size, tmp / "packer" / src.name)
         if "ds" not in packs[name]["npy"]:
@@ -661,6 +762,7 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict:
         "workers": settings["workers"],
         "datasets": [describe(spec) for spec in specs],
         "rows": with_ratios(rows, [spec["name"] for spec in specs]),
+        "goals": goals(rows),
     }
 
 
@@ -724,6 +826,11 @@ How:
 - **Size**: every file the contender wrote; the originals for the readers of original files.
 
 {table(results["rows"])}
+
+Reading on every core: each packer reader of the npy pack over the copy of the same bytes by
+every core, and over FFCV's loader, in this run.
+
+{goals_table(results["goals"])}
 """
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import itertools
 import json
 import multiprocessing
 import os
@@ -36,7 +37,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -312,6 +313,32 @@ def copyto_rate(total_bytes: int, sample_bytes: int, batch: int, seconds: float)
     source = np.random.default_rng(1).integers(0, 256, total_bytes, dtype=np.uint8)
     buffer = np.empty(batch * sample_bytes, np.uint8)
     n, t = run_for(lambda: copyto_epoch(source, [buffer], buffer.size), seconds)
+    return n / sample_bytes / t
+
+
+def copyto_all_cores_rate(
+    total_bytes: int, sample_bytes: int, batch: int, seconds: float, threads: int, held: int = 2
+) -> float:
+    """Images/s of the same bytes per batch copied by `threads` threads at once, each its part
+    of the batch, into `held` buffers in turn (the batches the consumer holds: two for a
+    training loop, more behind tf.data's prefetch): the copy ceiling of every core."""
+    source = np.random.default_rng(1).integers(0, 256, total_bytes, dtype=np.uint8)
+    buffers = [np.empty(batch * sample_bytes, np.uint8) for _ in range(held)]
+    step = batch * sample_bytes
+
+    def epoch(pool: ThreadPoolExecutor) -> int:
+        for k, start in enumerate(range(0, source.size, step)):
+            chunk, buffer = source[start : start + step], buffers[k % held]
+            cuts = np.linspace(0, chunk.size, threads + 1).astype(int)
+            parts = [(buffer[a:b], chunk[a:b]) for a, b in itertools.pairwise(cuts)]
+            futures = [pool.submit(np.copyto, *part) for part in parts[1:]]
+            np.copyto(*parts[0])
+            for future in futures:
+                future.result()
+        return source.size
+
+    with ThreadPoolExecutor(max(1, threads - 1)) as pool:
+        n, t = run_for(lambda: epoch(pool), seconds)
     return n / sample_bytes / t
 
 
