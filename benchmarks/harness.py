@@ -1,0 +1,233 @@
+"""What every benchmark here shares: warm (or evict) the page cache, time a step for seconds,
+run contenders side by side in interleaved rounds and pair them as per-round ratios, describe
+the machine, print a Markdown table, and count CPU time across forked processes.
+
+Standard library only, so that scripts running in the peers' environment can import it too.
+DESIGN.md's "Measuring" says why: ratios within one run, workloads that last seconds, the
+page cache state named beside every number.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import platform
+import resource
+import statistics
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+
+Step = Callable[[], int]  # does some work, returns how many units (images, batches, bytes) it did
+
+
+def files_of(paths: Iterable[str | Path]) -> list[Path]:
+    """Every file under `paths` (files as given, folders walked), in a stable order."""
+    found: list[Path] = []
+    for path in map(Path, paths):
+        found.extend(sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path])
+    return found
+
+
+def warm(*paths: str | Path | Iterable[str | Path]) -> int:
+    """Read files (folders walked) once so that the timed run finds them in the page cache;
+    the bytes read. Call it right before the measurement: idle pages get evicted in ~30 s."""
+    total = 0
+    for path in files_of(_flat(paths)):
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 24):
+                total += len(chunk)
+    return total
+
+
+def evict(*paths: str | Path | Iterable[str | Path]) -> None:
+    """Drop files (folders walked) from the page cache, for a cold-cache measurement."""
+    for path in files_of(_flat(paths)):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def _flat(paths: tuple) -> list:
+    """warm("a", "b") and warm(["a", "b"]) alike."""
+    flat: list = []
+    for p in paths:
+        flat.extend([p] if isinstance(p, (str, Path)) else p)
+    return flat
+
+
+def run_for(step: Step, seconds: float) -> float:
+    """Units per second of `step`, repeated until `seconds` passed (at least once)."""
+    units, start = 0, time.perf_counter()
+    while (elapsed := time.perf_counter() - start) < seconds or units == 0:
+        units += step()
+    return units / elapsed
+
+
+def timed(function: Callable[[], object]) -> float:
+    """Wall seconds of one call."""
+    start = time.perf_counter()
+    function()
+    return time.perf_counter() - start
+
+
+def rounds(step: Step, seconds: float, count: int) -> list[float]:
+    """`count` rates of `step`, each over `seconds`."""
+    return [run_for(step, seconds) for _ in range(count)]
+
+
+def rotate(names: Sequence[str], r: int) -> list[str]:
+    """`names` starting at position r: each round runs the contenders in another order."""
+    k = r % len(names) if names else 0
+    return [*names[k:], *names[:k]]
+
+
+def side_by_side(
+    contenders: Mapping[str, Step],
+    seconds: float,
+    count: int,
+    before_each: Callable[[], object] | None = None,
+    measure: Callable[[Step, float], float] = run_for,
+) -> dict[str, list[float]]:
+    """Per contender, `count` rates measured in interleaved rounds (every contender once per
+    round, the order rotating) so that the machine's noise hits all of them alike.
+    `before_each` runs before every timed run (e.g. warm the page cache again)."""
+    names = list(contenders)
+    rates: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(count):
+        for name in rotate(names, r):
+            if before_each is not None:
+                before_each()
+            rates[name].append(measure(contenders[name], seconds))
+    return rates
+
+
+def ratios(rates: Mapping[str, Sequence[float]], base: str) -> dict[str, list[float]]:
+    """Per contender, its rate over `base`'s in the same round (round i paired with round i)."""
+    base_rates = rates[base]
+    return {
+        name: [mine / theirs for mine, theirs in zip(values, base_rates, strict=True)]
+        for name, values in rates.items()
+    }
+
+
+def median_ratios(rates: Mapping[str, Sequence[float]], base: str) -> dict[str, float]:
+    """The median of each contender's per-round ratios over `base`."""
+    return {name: statistics.median(r) for name, r in ratios(rates, base).items()}
+
+
+def spread(values: Sequence[float], digits: int = 2) -> str:
+    """'median (min-max)' of a few values, for a table cell."""
+    if len(values) == 1:
+        return f"{values[0]:,.{digits}f}"
+    return (
+        f"{statistics.median(values):,.{digits}f} "
+        f"({min(values):,.{digits}f}-{max(values):,.{digits}f})"
+    )
+
+
+def machine() -> str:
+    """CPU model and the cores this process may use."""
+    model = platform.processor() or "unknown CPU"
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return f"{model}, {len(os.sched_getaffinity(0))} cores"
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """A Markdown table; numbers right-aligned and formatted with thousands separators."""
+    rows = [list(row) for row in rows]
+    numeric = [bool(rows) and all(_is_number(row[i]) for row in rows) for i in range(len(headers))]
+    lines = [
+        "| " + " | ".join(headers) + " |",
+        "|" + "|".join("---:" if n else "---" for n in numeric) + "|",
+    ]
+    lines += ["| " + " | ".join(_cell(value) for value in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:,.2f}" if abs(value) < 100 else f"{value:,.0f}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return str(value)
+
+
+def report(
+    title: str,
+    headers: Sequence[str],
+    rows: Iterable[Sequence[object]],
+    notes: str = "",
+    json_path: str | Path | None = None,
+) -> str:
+    """Print (and return) a titled Markdown table with the machine line and notes; with
+    `json_path`, also write the rows there as JSON."""
+    rows = [list(row) for row in rows]
+    text = "\n".join(
+        part
+        for part in (f"## {title}", f"Machine: {machine()}.", notes, table(headers, rows))
+        if part
+    )
+    print(text + "\n", flush=True)
+    if json_path is not None:
+        records = [dict(zip(headers, row, strict=True)) for row in rows]
+        Path(json_path).write_text(
+            json.dumps({"title": title, "machine": machine(), "rows": records}, indent=1)
+        )
+    return text
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process (threads included), its finished children and its live ones."""
+    done = resource.getrusage(resource.RUSAGE_CHILDREN)
+    live = 0.0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                parent, used = _stat(int(entry))
+            except OSError:
+                continue
+            if parent == os.getpid():
+                live += used
+    return time.process_time() + done.ru_utime + done.ru_stime + live
+
+
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user + system) a live process has used so far."""
+    return _stat(pid)[1]
+
+
+def _stat(pid: int) -> tuple[int, float]:
+    """A live process's parent pid and CPU seconds, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    # fields[1] is the ppid; utime and stime, in clock ticks, are fields[11] and fields[12]
+    return int(fields[1]), (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def forked_together(target: Callable, arguments: Sequence[tuple]) -> list:
+    """Run `target(*args, barrier, queue)` in a forked process per `args`, all released by one
+    barrier once ready; the one report each puts on `queue`, in arrival order. A process that
+    fails stops the benchmark."""
+    context = multiprocessing.get_context("fork")
+    barrier, queue = context.Barrier(len(arguments)), context.Queue()
+    procs = [context.Process(target=target, args=(*args, barrier, queue)) for args in arguments]
+    for p in procs:
+        p.start()
+    reports = [queue.get() for _ in procs]
+    for p in procs:
+        p.join()
+        if p.exitcode:
+            raise SystemExit(f"a benchmark process failed (exit code {p.exitcode})")
+    return reports
