@@ -2,7 +2,8 @@
 run contenders side by side in interleaved rounds and pair them as per-round ratios, describe
 the machine, print a Markdown table, and count CPU time across forked processes.
 
-Standard library only, so that scripts running in the peers' environment can import it too.
+Standard library only at import, so that scripts running in the peers' environment can import
+it too; the few helpers for packer's own reading workload import packer when called.
 DESIGN.md's "Measuring" says why: ratios within one run, workloads that last seconds, the
 page cache state named beside every number.
 """
@@ -18,6 +19,9 @@ import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+
+SIZE = (480, 352)  # (W, H) of the segmentation samples the reading benchmarks read
+CAMVID = Path(__file__).resolve().parents[2] / "shared" / "data" / "camvid"
 
 Step = Callable[[], int]  # does some work, returns how many units (images, batches, bytes) it did
 
@@ -59,8 +63,11 @@ def _flat(paths: tuple) -> list:
     return flat
 
 
-def run_for(step: Step, seconds: float) -> float:
-    """Units per second of `step`, repeated until `seconds` passed (at least once)."""
+def run_for(step: Step, seconds: float, warmup: int = 0) -> float:
+    """Units per second of `step`, repeated until `seconds` passed (at least once), after
+    `warmup` untimed calls (start-up: workers, graphs, first reads)."""
+    for _ in range(warmup):
+        step()
     units, start = 0, time.perf_counter()
     while (elapsed := time.perf_counter() - start) < seconds or units == 0:
         units += step()
@@ -86,21 +93,26 @@ def rotate(names: Sequence[str], r: int) -> list[str]:
 
 
 def side_by_side(
-    contenders: Mapping[str, Step],
+    contenders: Mapping[str, Callable],
     seconds: float,
     count: int,
     before_each: Callable[[], object] | None = None,
     measure: Callable[[Step, float], float] = run_for,
+    warmup: int = 0,
 ) -> dict[str, list[float]]:
     """Per contender, `count` rates measured in interleaved rounds (every contender once per
     round, the order rotating) so that the machine's noise hits all of them alike.
-    `before_each` runs before every timed run (e.g. warm the page cache again)."""
+    `before_each` runs before every timed run (e.g. warm the page cache again); `warmup`
+    untimed steps start each run. A custom `measure(contender, seconds)` may time contenders
+    of another shape (a function of the seconds, an epoch timed once)."""
     names = list(contenders)
     rates: dict[str, list[float]] = {name: [] for name in names}
     for r in range(count):
         for name in rotate(names, r):
             if before_each is not None:
                 before_each()
+            for _ in range(warmup):
+                contenders[name]()
             rates[name].append(measure(contenders[name], seconds))
     return rates
 
@@ -175,7 +187,7 @@ def report(
     """Print (and return) a titled Markdown table with the machine line and notes; with
     `json_path`, also write the rows there as JSON."""
     rows = [list(row) for row in rows]
-    text = "\n".join(
+    text = "\n\n".join(
         part
         for part in (f"## {title}", f"Machine: {machine()}.", notes, table(headers, rows))
         if part
@@ -187,6 +199,52 @@ def report(
             json.dumps({"title": title, "machine": machine(), "rows": records}, indent=1)
         )
     return text
+
+
+def segmentation_source(root: Path, data: Path = CAMVID, synthetic: bool = False) -> Path:
+    """`data` (CamVid layout) if it is there and not `synthetic`, else a synthetic set of 150
+    train and 50 val 480x360 scenes made under `root`."""
+    if data.is_dir() and not synthetic:
+        return data
+    from packer.synthetic import make_segmentation  # the project's environment only
+
+    return make_segmentation(root, {"train": 150, "val": 50}, (480, 360))
+
+
+def open_sequence(root: Path, batch: int, split: str = "train"):
+    """A shuffled `PackedSequence` (imports Keras only when called)."""
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from packer.keras import PackedSequence
+
+    return PackedSequence(root, split=split, batch_size=batch, shuffle=True, seed=0)
+
+
+def sequence_epoch(seq) -> int:
+    """One epoch of a `PackedSequence`, each batch held until the next is read; the samples."""
+    samples = 0
+    for i in range(len(seq)):
+        images, _ = seq[i]
+        samples += len(images)
+    seq.on_epoch_end()
+    return samples
+
+
+def copyto_epoch(source, buffers: list, batch_bytes: int) -> int:
+    """Copy the NumPy array `source` chunk by chunk into `buffers` in turn; the bytes copied.
+    One buffer stays in the CPU cache (the memcpy limit); two in turn are what a reader must
+    use while the training loop still holds batch i when it asks for batch i+1."""
+    import numpy as np  # the project's environment only
+
+    for k, start in enumerate(range(0, source.size, batch_bytes)):
+        chunk = source[start : start + batch_bytes]
+        np.copyto(buffers[k % len(buffers)][: chunk.size], chunk)
+    return source.size
+
+
+def shard_files(ds, split: str = "train") -> list[Path]:
+    """The files of a packed split's shards (to warm or evict)."""
+    return [ds.root / f["path"] for s in ds[split].shards for f in s["files"]]
 
 
 def cpu_seconds() -> float:
