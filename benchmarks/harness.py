@@ -14,6 +14,7 @@ import json
 import multiprocessing
 import os
 import platform
+import re
 import resource
 import statistics
 import time
@@ -142,7 +143,7 @@ def spread(values: Sequence[float], digits: int = 2) -> str:
 
 
 def machine() -> str:
-    """CPU model and the cores this process may use."""
+    """CPU model and core count (of the machine, whatever this process is pinned to)."""
     model = platform.processor() or "unknown CPU"
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.exists():
@@ -150,13 +151,17 @@ def machine() -> str:
             if line.startswith("model name"):
                 model = line.split(":", 1)[1].strip()
                 break
-    return f"{model}, {len(os.sched_getaffinity(0))} cores"
+    return f"{model}, {os.cpu_count()} cores"
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
-    """A Markdown table; numbers right-aligned and formatted with thousands separators."""
+    """A Markdown table; columns of numbers (or of cells that start with one, like "1.2 x")
+    right-aligned, numbers formatted with thousands separators."""
     rows = [list(row) for row in rows]
-    numeric = [bool(rows) and all(_is_number(row[i]) for row in rows) for i in range(len(headers))]
+    numeric = [
+        any(row[i] != "" for row in rows) and all(_numeric(row[i]) for row in rows)
+        for i in range(len(headers))
+    ]
     lines = [
         "| " + " | ".join(headers) + " |",
         "|" + "|".join("---:" if n else "---" for n in numeric) + "|",
@@ -167,6 +172,13 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
 
 def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _numeric(value: object) -> bool:
+    """A number, an empty cell, or text that starts with a number."""
+    return _is_number(value) or (
+        isinstance(value, str) and re.match(r"^(\*\*)?-?\d|^$", value) is not None
+    )
 
 
 def _cell(value: object) -> str:

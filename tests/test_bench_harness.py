@@ -86,3 +86,10 @@ def test_table_is_markdown_with_numbers_right_aligned(harness):
         "| naive | 84 | 123 |",
     ]
     assert harness.spread([1.0, 3.0, 2.0]) == "2.00 (1.00-3.00)"
+
+
+def test_columns_of_text_that_starts_with_a_number_are_right_aligned_too(harness):
+    text = harness.table(
+        ["ratio", "measured", "target"], [["a / b", "1.20 x", ""], ["c", "3 x", "n/a"]]
+    )
+    assert text.splitlines()[1] == "|---|---:|---|"
