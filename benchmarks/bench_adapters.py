@@ -23,7 +23,7 @@ import os
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import harness
@@ -42,15 +42,6 @@ from packer.torch import PackedDataset
 
 SIZE = (480, 352)  # W x H
 TARGETS = {"packer.tf.dataset": 0.5, "packer.torch uint8": 0.85}
-
-
-def endless(epoch: Callable[[int], Iterator]) -> Iterator[int]:
-    """Batch sizes of epoch after epoch (the epoch number goes to `epoch`)."""
-    number = 0
-    while True:
-        for images, _ in epoch(number):
-            yield len(images)
-        number += 1
 
 
 def readers(pack: Path, batch: int) -> dict[str, Iterator[int]]:
@@ -75,11 +66,11 @@ def readers(pack: Path, batch: int) -> dict[str, Iterator[int]]:
             ds.set_epoch(number)
             return iter(loader)
 
-        return endless(epoch)
+        return harness.endless(epoch)
 
     streams = {
-        "PackedSequence": endless(sequence),
-        "packer.tf.dataset": endless(lambda _: iter(per_epoch)),
+        "PackedSequence": harness.endless(sequence),
+        "packer.tf.dataset": harness.endless(lambda _: iter(per_epoch)),
         "packer.tf.dataset, repeat": (len(images) for images, _ in endless_tf),
     }
     for workers in (0, 2):

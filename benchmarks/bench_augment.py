@@ -37,7 +37,6 @@ import json
 import multiprocessing
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -55,6 +54,7 @@ from packer.augment.idg import from_idg  # noqa: E402
 
 CAMVID = REPO.parent / "shared" / "data" / "camvid"
 PEERS_PYTHON = REPO / ".venv-peers" / "bin" / "python"
+TORCH_KERAS = {"KERAS_BACKEND": "torch"}  # the peers' Keras
 SIZE = 224
 BATCH = 32
 SETTINGS = dict(
@@ -334,31 +334,6 @@ def idg_mae(idg, images: np.ndarray) -> float:
     return float(np.mean(errors))
 
 
-class Peer:
-    """The baselines' process in .venv-peers, one request at a time."""
-
-    def __init__(self, data: Path) -> None:
-        env = {**os.environ, "KERAS_BACKEND": "torch"}
-        command = [str(PEERS_PYTHON), __file__, "--peer", "--data", str(data)]
-        self.process = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
-        )
-        self.ask(None)
-
-    def ask(self, request: dict | None) -> dict:
-        if request is not None:
-            self.process.stdin.write(json.dumps(request) + "\n")
-            self.process.stdin.flush()
-        line = self.process.stdout.readline()
-        if not line:
-            raise RuntimeError("the peers' process ended early (see its messages above)")
-        return json.loads(line)
-
-    def close(self) -> None:
-        self.process.stdin.close()
-        self.process.wait(timeout=60)
-
-
 # --- the run ---------------------------------------------------------------------------------
 
 
@@ -370,7 +345,7 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict:
     results: dict = {"data": source, "rates": {}, "notes": []}
     peer = None
     if PEERS_PYTHON.exists():
-        peer = Peer(data)
+        peer = harness.Peer(PEERS_PYTHON, __file__, ["--data", str(data)], TORCH_KERAS)
     else:
         results["notes"].append("no .venv-peers: run benchmarks/setup_peers.sh for the baselines")
     ctx = multiprocessing.get_context("spawn")

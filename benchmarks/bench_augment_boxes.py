@@ -35,7 +35,6 @@ for _name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import argparse  # noqa: E402
 import functools  # noqa: E402
 import json  # noqa: E402
-import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
@@ -247,30 +246,6 @@ def peer_main(data_path: Path) -> None:
         print(json.dumps(wall_and_cpu(steps[request["run"]], request["seconds"])), flush=True)
 
 
-class Peer:
-    """albumentations' process in .venv-peers, one request at a time."""
-
-    def __init__(self, data: Path) -> None:
-        command = [str(PEERS_PYTHON), __file__, "--peer", "--data", str(data)]
-        self.process = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-        )
-        self.version = self.ask(None)["version"]
-
-    def ask(self, request: dict | None) -> dict:
-        if request is not None:
-            self.process.stdin.write(json.dumps(request) + "\n")
-            self.process.stdin.flush()
-        line = self.process.stdout.readline()
-        if not line:
-            raise RuntimeError("the peers' process ended early (see its messages above)")
-        return json.loads(line)
-
-    def close(self) -> None:
-        self.process.stdin.close()
-        self.process.wait(timeout=60)
-
-
 # --- the run ---------------------------------------------------------------------------------
 
 
@@ -280,11 +255,13 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict:
     path = tmp / "objects.npz"
     np.savez(path, **data)
     results: dict = {"data": source, "rounds": {}, "notes": []}
-    peer = Peer(path) if PEERS_PYTHON.exists() else None
+    peer = None
+    if PEERS_PYTHON.exists():
+        peer = harness.Peer(PEERS_PYTHON, __file__, ["--data", str(path)])
     if peer is None:
         results["notes"].append("no .venv-peers: run benchmarks/setup_peers.sh for the baseline")
     else:
-        results["albumentations"] = peer.version
+        results["albumentations"] = peer.hello["version"]
     pin()
     local = {
         "packer targets": packer_step(data, True),

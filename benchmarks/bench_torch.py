@@ -24,7 +24,7 @@ import os
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import harness
@@ -81,15 +81,6 @@ class JpegFolder(Dataset):
             return torch.from_numpy(np.array(image)).permute(2, 0, 1), label
 
 
-def endless(make_epoch: Callable[[int], Iterator]) -> Iterator[int]:
-    """Batch sizes of epoch after epoch (epoch number passed on, for set_epoch)."""
-    epoch = 0
-    while True:
-        for images, _ in make_epoch(epoch):
-            yield len(images)
-        epoch += 1
-
-
 def readers(pack: Path, src: Path, batch: int, size: int) -> dict[str, Iterator[int]]:
     seq_module = __import__("packer.keras", fromlist=["PackedSequence"])
     seq = seq_module.PackedSequence(pack, batch_size=batch, shuffle="global", seed=0)
@@ -109,18 +100,18 @@ def readers(pack: Path, src: Path, batch: int, size: int) -> dict[str, Iterator[
             ds.set_epoch(e)
             return iter(loader)
 
-        return endless(epoch)
+        return harness.endless(epoch)
 
     jpegs = DataLoader(
         JpegFolder(src, size), batch_size=batch, shuffle=True, num_workers=2,
         persistent_workers=True, drop_last=True,
     )  # fmt: skip
     return {
-        "PackedSequence": endless(sequence),
+        "PackedSequence": harness.endless(sequence),
         "torch map, workers 0": torch_reader(PackedDataset, 0, shuffle="global"),
         "torch map, workers 2": torch_reader(PackedDataset, 2, shuffle="global"),
         "torch iter, workers 2": torch_reader(PackedIterable, 2),
-        "JPEG folder, workers 2": endless(lambda e: iter(jpegs)),
+        "JPEG folder, workers 2": harness.endless(lambda e: iter(jpegs)),
     }
 
 

@@ -17,8 +17,9 @@ import platform
 import re
 import resource
 import statistics
+import subprocess
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 SIZE = (480, 352)  # (W, H) of the segmentation samples the reading benchmarks read
@@ -62,6 +63,34 @@ def _flat(paths: tuple) -> list:
     for p in paths:
         flat.extend([p] if isinstance(p, (str, Path)) else p)
     return flat
+
+
+def linked_copy(src: Path, dest: Path, repeat: int, suffixes: Iterable[str] | None = None) -> Path:
+    """`src`'s tree with every file hard-linked `repeat` times under new names (.csv, .txt and
+    .json once, under their own names), so a pack runs for seconds on the same bytes; with
+    `suffixes`, only the files of those suffixes."""
+    wanted = None if suffixes is None else {s.lower() for s in suffixes}
+    for path in sorted(src.rglob("*")):
+        if not path.is_file() or (wanted is not None and path.suffix.lower() not in wanted):
+            continue
+        rel = path.relative_to(src)
+        (dest / rel.parent).mkdir(parents=True, exist_ok=True)
+        if path.suffix.lower() in {".csv", ".txt", ".json"}:
+            os.link(path, dest / rel)
+            continue
+        for k in range(repeat):
+            os.link(path, dest / rel.parent / f"r{k}_{rel.name}")
+    return dest
+
+
+def endless(make_epoch: Callable[[int], Iterable]) -> Iterator[int]:
+    """Batch sizes of epoch after epoch of (images, ...) batches; `make_epoch` gets the epoch
+    number (for set_epoch). `endless(f).__next__` is a step for `side_by_side`."""
+    epoch = 0
+    while True:
+        for batch in make_epoch(epoch):
+            yield len(batch[0])
+        epoch += 1
 
 
 def run_for(step: Step, seconds: float, warmup: int = 0) -> float:
@@ -257,6 +286,33 @@ def copyto_epoch(source, buffers: list, batch_bytes: int) -> int:
 def shard_files(ds, split: str = "train") -> list[Path]:
     """The files of a packed split's shards (to warm or evict)."""
     return [ds.root / f["path"] for s in ds[split].shards for f in s["files"]]
+
+
+class Peer:
+    """A benchmark's baselines in another Python environment (the peers' one): the same
+    script started there with `--peer`, answering one JSON line per JSON line asked; `hello`
+    is its first line."""
+
+    def __init__(self, python: Path, script: str, args: Sequence[str], env: dict | None = None):
+        command = [str(python), script, "--peer", *args]
+        self.process = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            env={**os.environ, **(env or {})},
+        )  # fmt: skip
+        self.hello = self.ask(None)
+
+    def ask(self, request: dict | None) -> dict:
+        if request is not None:
+            self.process.stdin.write(json.dumps(request) + "\n")
+            self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError("the peers' process ended early (see its messages above)")
+        return json.loads(line)
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait(timeout=120)
 
 
 def cpu_seconds() -> float:

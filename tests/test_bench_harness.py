@@ -4,6 +4,7 @@ round i, warm/evict walk folders, the table reads as Markdown. No timing is asse
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -93,3 +94,31 @@ def test_columns_of_text_that_starts_with_a_number_are_right_aligned_too(harness
         ["ratio", "measured", "target"], [["a / b", "1.20 x", ""], ["c", "3 x", "n/a"]]
     )
     assert text.splitlines()[1] == "|---|---:|---|"
+
+
+def test_endless_counts_images_epoch_after_epoch_and_passes_the_epoch_number(harness):
+    seen: list[int] = []
+
+    def epoch(number):
+        seen.append(number)
+        return [(["a", "b"], None), (["c"], None)]
+
+    sizes = harness.endless(epoch)
+    assert [next(sizes) for _ in range(5)] == [2, 1, 2, 1, 2]
+    assert seen == [0, 1, 2]
+
+
+def test_peer_says_hello_then_answers_each_request(harness, tmp_path):
+    script = tmp_path / "peer.py"
+    script.write_text(
+        "import json, sys\n"
+        "assert sys.argv[1:] == ['--peer', '--data', 'x']\n"
+        "print(json.dumps({'ready': True}), flush=True)\n"
+        "for line in sys.stdin:\n"
+        "    print(json.dumps({'twice': 2 * json.loads(line)['n']}), flush=True)\n"
+    )
+    peer = harness.Peer(Path(sys.executable), str(script), ["--data", "x"])
+    assert peer.hello == {"ready": True}
+    assert [peer.ask({"n": n})["twice"] for n in (1, 5)] == [2, 10]
+    peer.close()
+    assert peer.process.returncode == 0
