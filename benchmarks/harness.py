@@ -184,8 +184,9 @@ def machine() -> str:
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
-    """A Markdown table; columns of numbers (or of cells that start with one, like "1.2 x")
-    right-aligned, numbers formatted with thousands separators."""
+    """A Markdown table: columns of numbers (or of cells that start with one, like "1.2 x")
+    right-aligned; floats to 2, 1 or 0 decimals (below 10, below 100, above), thousands
+    separated."""
     rows = [list(row) for row in rows]
     numeric = [
         any(row[i] != "" for row in rows) and all(_numeric(row[i]) for row in rows)
@@ -212,7 +213,7 @@ def _numeric(value: object) -> bool:
 
 def _cell(value: object) -> str:
     if isinstance(value, float):
-        return f"{value:,.2f}" if abs(value) < 100 else f"{value:,.0f}"
+        return f"{value:,.{2 if abs(value) < 10 else 1 if abs(value) < 100 else 0}f}"
     if isinstance(value, int) and not isinstance(value, bool):
         return f"{value:,}"
     return str(value)
