@@ -23,8 +23,10 @@ import os
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
+
+import harness
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -40,23 +42,6 @@ from packer.torch import PackedDataset
 
 SIZE = (480, 352)  # W x H
 TARGETS = {"packer.tf.dataset": 0.5, "packer.torch uint8": 0.85}
-
-
-def warm(pack: Path) -> None:
-    """Read every shard file once, so that the timed reads find them in the page cache."""
-    for path in (pack / "train").iterdir():
-        with open(path, "rb") as f:
-            while f.read(16 << 20):
-                pass
-
-
-def endless(epoch: Callable[[int], Iterator]) -> Iterator[int]:
-    """Batch sizes of epoch after epoch (the epoch number goes to `epoch`)."""
-    number = 0
-    while True:
-        for images, _ in epoch(number):
-            yield len(images)
-        number += 1
 
 
 def readers(pack: Path, batch: int) -> dict[str, Iterator[int]]:
@@ -81,26 +66,17 @@ def readers(pack: Path, batch: int) -> dict[str, Iterator[int]]:
             ds.set_epoch(number)
             return iter(loader)
 
-        return endless(epoch)
+        return harness.endless(epoch)
 
     streams = {
-        "PackedSequence": endless(sequence),
-        "packer.tf.dataset": endless(lambda _: iter(per_epoch)),
+        "PackedSequence": harness.endless(sequence),
+        "packer.tf.dataset": harness.endless(lambda _: iter(per_epoch)),
         "packer.tf.dataset, repeat": (len(images) for images, _ in endless_tf),
     }
     for workers in (0, 2):
         for dtype in ("uint8", "int64"):
             streams[f"packer.torch {dtype}, workers {workers}"] = torch_reader(workers, dtype)
     return streams
-
-
-def rate(batches: Iterator[int], seconds: float) -> float:
-    """Images per second over `seconds`, after two warm-up batches."""
-    next(batches), next(batches)
-    done, start = 0, time.perf_counter()
-    while (elapsed := time.perf_counter() - start) < seconds:
-        done += next(batches)
-    return done / elapsed
 
 
 def first_batch_ms(pack: Path, batch: int, state: dict | None, repeats: int = 20) -> float:
@@ -121,7 +97,7 @@ def resume_costs(pack: Path, batch: int) -> tuple[float, float]:
     """(fresh reader's first batch, elastic resume's first batch) in ms."""
     saver = PackedSequence(pack, batch_size=8, shuffle="global", seed=0, rank=1, world_size=2)
     state = saver.state_dict(batches=len(saver) // 2)
-    warm(pack)
+    harness.warm(pack / "train")
     fresh, resumed = [], []
     for _ in range(3):
         fresh.append(first_batch_ms(pack, batch, None))
@@ -145,28 +121,33 @@ def main() -> None:
             )
             pack = packer.pack(src, out=Path(tmp) / "pack", size=SIZE, workers=2).root
         count = packer.open(pack)["train"].count
-        streams = readers(pack, args.batch_size)
-        rates: dict[str, list[float]] = {name: [] for name in streams}
-        for _ in range(args.rounds):
-            for name, batches in streams.items():
-                warm(pack)
-                rates[name].append(rate(batches, args.seconds))
+        steps = {name: stream.__next__ for name, stream in readers(pack, args.batch_size).items()}
+        rates = harness.side_by_side(
+            steps, args.seconds, args.rounds, lambda: harness.warm(pack / "train"), warmup=2
+        )
         fresh, resumed = resume_costs(pack, args.batch_size)
     report(rates, args, count, fresh, resumed)
 
 
 def report(rates: dict, args: argparse.Namespace, count: int, fresh: float, resumed: float) -> None:
-    median = {name: statistics.median(values) for name, values in rates.items()}
-    reference = median["PackedSequence"]
-    print(f"\n{os.cpu_count()} CPUs, torch {torch.__version__}; {count} train samples, "
-          f"{SIZE[0]}x{SIZE[1]}, batch {args.batch_size}, median of {args.rounds} rounds x "
-          f"{args.seconds:g} s, warm page cache\n")  # fmt: skip
-    print("| reader | img/s | / PackedSequence | target |\n|---|---:|---:|---:|")
-    for name, value in median.items():
-        target = next((f">= {t}" for k, t in TARGETS.items() if name.startswith(k)), "")
-        print(f"| {name} | {value:,.0f} | {value / reference:.2f} | {target} |")
-    print(f"\nfirst batch: fresh reader {fresh:.1f} ms, elastic resume {resumed:.1f} ms "
-          f"({resumed / fresh:.2f} x)")  # fmt: skip
+    ratios = harness.median_ratios(rates, "PackedSequence")
+    rows = [
+        [name, statistics.median(values), ratios[name],
+         next((f">= {t}" for k, t in TARGETS.items() if name.startswith(k)), "")]
+        for name, values in rates.items()
+    ]  # fmt: skip
+    notes = (
+        f"torch {torch.__version__}; {count} train samples, {SIZE[0]}x{SIZE[1]}, batch "
+        f"{args.batch_size}, median of {args.rounds} interleaved rounds x {args.seconds:g} s, "
+        f"warm page cache; shared machine, compare within a run.\n\nfirst batch: fresh reader "
+        f"{fresh:.1f} ms, elastic resume {resumed:.1f} ms ({resumed / fresh:.2f} x)"
+    )
+    harness.report(
+        "Framework adapters vs PackedSequence",
+        ["reader", "img/s", "/ PackedSequence", "target"],
+        rows,
+        notes,
+    )
 
 
 if __name__ == "__main__":

@@ -32,11 +32,11 @@ starts itself there (`--peer`) and asks it for one round at a time.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import multiprocessing
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -44,17 +44,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 import cv2
+import harness
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from bench_read import machine  # noqa: E402
-
 from packer.augment import Augment, numpy_exec  # noqa: E402
 from packer.augment.idg import from_idg  # noqa: E402
 
 CAMVID = REPO.parent / "shared" / "data" / "camvid"
 PEERS_PYTHON = REPO / ".venv-peers" / "bin" / "python"
+TORCH_KERAS = {"KERAS_BACKEND": "torch"}  # the peers' Keras
 SIZE = 224
 BATCH = 32
 SETTINGS = dict(
@@ -111,15 +111,6 @@ def pin(cpu: int) -> None:
     """This process on one core, its libraries on one thread."""
     os.sched_setaffinity(0, {cpu % os.cpu_count()})
     cv2.setNumThreads(1)
-
-
-def run_for(step: Callable[[], int], seconds: float) -> float:
-    """Repeat `step` (returning images done) for `seconds`: images per second."""
-    step()  # warm-up
-    done, start = 0, time.perf_counter()
-    while (elapsed := time.perf_counter() - start) < seconds:
-        done += step()
-    return done / elapsed
 
 
 def batches(count: int) -> Callable[[], tuple[int, np.ndarray]]:
@@ -257,16 +248,9 @@ def tf_rates(images: np.ndarray, masks: np.ndarray, rounds: int, seconds: float)
 
         return step
 
-    times: dict[str, list[float]] = {name: [] for name in pipelines}
-    for r in range(rounds):
-        for name in rotate(list(pipelines), r):
-            times[name].append(run_for(stepper(iterators[name]), seconds))
+    steps = {name: stepper(it) for name, it in iterators.items()}
+    times = harness.side_by_side(steps, seconds, rounds, warmup=1)
     return {name: statistics.median(v) for name, v in times.items()}
-
-
-def rotate(names: list[str], r: int) -> list[str]:
-    """The contenders in a different order each round."""
-    return names[r % len(names) :] + names[: r % len(names)]
 
 
 # --- the peers' environment ------------------------------------------------------------------
@@ -332,7 +316,7 @@ def peer_main(data: Path) -> None:
     for line in sys.stdin:
         request = json.loads(line)
         if "run" in request:
-            answer = {"img_s": run_for(steps[request["run"]], request["seconds"])}
+            answer = {"img_s": harness.run_for(steps[request["run"]], request["seconds"], 1)}
         else:
             answer = {"mae": idg_mae(idg, images)}
         print(json.dumps(answer), flush=True)
@@ -350,31 +334,6 @@ def idg_mae(idg, images: np.ndarray) -> float:
     return float(np.mean(errors))
 
 
-class Peer:
-    """The baselines' process in .venv-peers, one request at a time."""
-
-    def __init__(self, data: Path) -> None:
-        env = {**os.environ, "KERAS_BACKEND": "torch"}
-        command = [str(PEERS_PYTHON), __file__, "--peer", "--data", str(data)]
-        self.process = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
-        )
-        self.ask(None)
-
-    def ask(self, request: dict | None) -> dict:
-        if request is not None:
-            self.process.stdin.write(json.dumps(request) + "\n")
-            self.process.stdin.flush()
-        line = self.process.stdout.readline()
-        if not line:
-            raise RuntimeError("the peers' process ended early (see its messages above)")
-        return json.loads(line)
-
-    def close(self) -> None:
-        self.process.stdin.close()
-        self.process.wait(timeout=60)
-
-
 # --- the run ---------------------------------------------------------------------------------
 
 
@@ -386,7 +345,7 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict:
     results: dict = {"data": source, "rates": {}, "notes": []}
     peer = None
     if PEERS_PYTHON.exists():
-        peer = Peer(data)
+        peer = harness.Peer(PEERS_PYTHON, __file__, ["--data", str(data)], TORCH_KERAS)
     else:
         results["notes"].append("no .venv-peers: run benchmarks/setup_peers.sh for the baselines")
     ctx = multiprocessing.get_context("spawn")
@@ -397,24 +356,26 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict:
             "bare cv2": bare_cv2(images, masks),
             "packer torch": packer_torch(images, masks),
         }
-        names = [*local, *(PEER_RUNS if peer else ())]
-        times: dict[str, list[float]] = {name: [] for name in names}
-        for r in range(args.rounds):
-            for name in rotate(names, r):
-                if name in local:
-                    times[name].append(run_for(local[name], args.seconds))
-                else:
-                    times[name].append(peer.ask({"run": name, "seconds": args.seconds})["img_s"])
+        runs = {
+            name: functools.partial(harness.run_for, step, warmup=1) for name, step in local.items()
+        }
+        for name in PEER_RUNS if peer else ():
+            runs[name] = lambda seconds, n=name: peer.ask({"run": n, "seconds": seconds})["img_s"]
+        times = harness.side_by_side(runs, args.seconds, args.rounds, measure=lambda run, s: run(s))
         if peer:
             results["idg_mae"] = peer.ask({"mae": True})["mae"]
             peer.close()
         os.sched_setaffinity(0, range(os.cpu_count()))
-        runs = [(kind, n) for kind in ("packer numpy", "bare cv2") for n in (1, 2)]
-        for r in range(args.rounds):
-            for kind, processes in rotate(runs, r):
-                name = f"{kind}, {processes} process{'es' if processes > 1 else ''}"
-                rate = processes_rate(pool, kind, data, processes, args.seconds)
-                times.setdefault(name, []).append(rate)
+        together = {
+            f"{kind}, {n} process{'es' if n > 1 else ''}": functools.partial(
+                processes_rate, pool, kind, data, n
+            )
+            for kind in ("packer numpy", "bare cv2")
+            for n in (1, 2)
+        }
+        times |= harness.side_by_side(
+            together, args.seconds, args.rounds, measure=lambda run, s: run(s)
+        )
     results["rates"] = {name: statistics.median(v) for name, v in times.items()}
     cv2.setNumThreads(-1)
     results["rates"].update(tf_rates(images, masks, args.rounds, args.seconds))
@@ -440,16 +401,18 @@ def ratios(rates: dict) -> dict:
 
 def report(results: dict, args: argparse.Namespace) -> None:
     """The tables, as the README shows them."""
-    print(f"\n224x224, {results['data']}, batches of {BATCH}, median of {args.rounds} rounds")
-    print(f"of {args.seconds:g} s; {machine()}\n")
-    print("| contender | img/s |\n|---|---:|")
-    for name, rate in results["rates"].items():
-        where = " (1 core)" if name in ONE_CORE else " (CPU, 1 thread)" if "torch" in name else ""
-        print(f"| {name}{where} | {rate:,.0f} |")
-    print("\n| ratio | measured | target |\n|---|---:|---:|")
-    for name, value in ratios(results["rates"]).items():
-        target = TARGETS.get(name)
-        print(f"| {name} | {value:.2f} x | {f'>= {target:g} x' if target else ''} |")
+    where = {name: " (1 core)" for name in ONE_CORE} | {"packer torch": " (CPU, 1 thread)"}
+    rows = [[name + where.get(name, ""), rate] for name, rate in results["rates"].items()]
+    notes = (
+        f"224x224, {results['data']}, batches of {BATCH}, median of {args.rounds} interleaved "
+        f"rounds of {args.seconds:g} s; shared machine, compare within a run."
+    )
+    harness.report("packer.augment beside its peers", ["contender", "img/s"], rows, notes)
+    targets = [
+        [name, f"{value:.2f} x", f">= {TARGETS[name]:g} x" if name in TARGETS else ""]
+        for name, value in ratios(results["rates"]).items()
+    ]
+    print(harness.table(["ratio", "measured", "target"], targets))
     if "idg_mae" in results:
         print(
             "\nImageDataGenerator.apply_transform vs packer on IDG's own draws "

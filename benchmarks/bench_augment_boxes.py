@@ -33,9 +33,8 @@ for _name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_name] = "1"  # before NumPy and OpenCV load: one core on both sides
 
 import argparse  # noqa: E402
+import functools  # noqa: E402
 import json  # noqa: E402
-import statistics  # noqa: E402
-import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
@@ -43,11 +42,11 @@ from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import cv2  # noqa: E402
+import harness  # noqa: E402
 import numpy as np  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from bench_read import machine  # noqa: E402
 
 CAMVID = REPO.parent / "shared" / "data" / "camvid"
 PEERS_PYTHON = REPO / ".venv-peers" / "bin" / "python"
@@ -143,7 +142,7 @@ def pin() -> None:
     cv2.setNumThreads(1)
 
 
-def run_for(step: Callable[[], int], seconds: float) -> dict[str, float]:
+def wall_and_cpu(step: Callable[[], int], seconds: float) -> dict[str, float]:
     """Repeat `step` (returning images done) for `seconds`: images per wall second and per
     CPU second of this process (one thread: what the core gave it, whatever else ran)."""
     step()  # warm-up
@@ -244,31 +243,7 @@ def peer_main(data_path: Path) -> None:
     print(json.dumps({"ready": True, "version": A.__version__}), flush=True)
     for line in sys.stdin:
         request = json.loads(line)
-        print(json.dumps(run_for(steps[request["run"]], request["seconds"])), flush=True)
-
-
-class Peer:
-    """albumentations' process in .venv-peers, one request at a time."""
-
-    def __init__(self, data: Path) -> None:
-        command = [str(PEERS_PYTHON), __file__, "--peer", "--data", str(data)]
-        self.process = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-        )
-        self.version = self.ask(None)["version"]
-
-    def ask(self, request: dict | None) -> dict:
-        if request is not None:
-            self.process.stdin.write(json.dumps(request) + "\n")
-            self.process.stdin.flush()
-        line = self.process.stdout.readline()
-        if not line:
-            raise RuntimeError("the peers' process ended early (see its messages above)")
-        return json.loads(line)
-
-    def close(self) -> None:
-        self.process.stdin.close()
-        self.process.wait(timeout=60)
+        print(json.dumps(wall_and_cpu(steps[request["run"]], request["seconds"])), flush=True)
 
 
 # --- the run ---------------------------------------------------------------------------------
@@ -280,27 +255,26 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict:
     path = tmp / "objects.npz"
     np.savez(path, **data)
     results: dict = {"data": source, "rounds": {}, "notes": []}
-    peer = Peer(path) if PEERS_PYTHON.exists() else None
+    peer = None
+    if PEERS_PYTHON.exists():
+        peer = harness.Peer(PEERS_PYTHON, __file__, ["--data", str(path)])
     if peer is None:
         results["notes"].append("no .venv-peers: run benchmarks/setup_peers.sh for the baseline")
     else:
-        results["albumentations"] = peer.version
+        results["albumentations"] = peer.hello["version"]
     pin()
     local = {
         "packer targets": packer_step(data, True),
         "packer images": packer_step(data, False),
     }
-    names = [*local, *(("albu targets", "albu images") if peer else ())]
-    rounds: dict[str, list[dict]] = {name: [] for name in names}
-    for r in range(args.rounds):
-        for name in names[r % len(names) :] + names[: r % len(names)]:
-            if name in local:
-                rounds[name].append(run_for(local[name], args.seconds))
-            else:
-                rounds[name].append(peer.ask({"run": name, "seconds": args.seconds}))
+    runs = {name: functools.partial(wall_and_cpu, step) for name, step in local.items()}
+    for name in ("albu targets", "albu images") if peer else ():
+        runs[name] = lambda seconds, n=name: peer.ask({"run": n, "seconds": seconds})
+    results["rounds"] = harness.side_by_side(
+        runs, args.seconds, args.rounds, measure=lambda run, s: run(s)
+    )
     if peer:
         peer.close()
-    results["rounds"] = rounds
     return results
 
 
@@ -312,32 +286,35 @@ RATIOS = {
 }
 
 
-def spread(values: list[float], digits: int = 0) -> str:
-    """'median (low-high)' of per-round values."""
-    form = f",.{digits}f"
-    low, mid, high = min(values), statistics.median(values), max(values)
-    return f"{mid:{form}} ({low:{form}}-{high:{form}})"
-
-
 def report(results: dict, args: argparse.Namespace) -> None:
     """The tables, as the README shows them: medians and ranges of rounds, ratios per round."""
-    rounds = results["rounds"]
-    print(f"\n{WIDTH}x{HEIGHT}, {results['data']}, batches of {BATCH}, min_visibility")
-    print(f"{MIN_VISIBILITY}; {args.rounds} alternating rounds of {args.seconds:g} s on one core;")
-    print(f"{machine()}; albumentations {results.get('albumentations', 'absent')}\n")
-    print("| contender | img/s (wall) | img per CPU second |\n|---|---:|---:|")
-    for name, runs in rounds.items():
-        wall, cpu = ([r[k] for r in runs] for k in ("wall", "cpu"))
-        print(f"| {name} | {spread(wall)} | {spread(cpu)} |")
-    print("\n| ratio, per round | wall | CPU time | target |\n|---|---:|---:|---:|")
+    by = {
+        k: {n: [r[k] for r in runs] for n, runs in results["rounds"].items()}
+        for k in ("wall", "cpu")
+    }
+    rows = [
+        [name, harness.spread(by["wall"][name], 0), harness.spread(by["cpu"][name], 0)]
+        for name in results["rounds"]
+    ]
+    notes = (
+        f"{WIDTH}x{HEIGHT}, {results['data']}, batches of {BATCH}, min_visibility "
+        f"{MIN_VISIBILITY}; {args.rounds} interleaved rounds of {args.seconds:g} s on one core; "
+        f"albumentations {results.get('albumentations', 'absent')}; shared machine, compare "
+        "within a run."
+    )
+    harness.report(
+        "Boxes and masks beside albumentations",
+        ["contender", "img/s (wall)", "img per CPU second"],
+        rows,
+        notes,
+    )
+    ratios = []
     for label, (a, b) in RATIOS.items():
-        if a in rounds and b in rounds:
-            cells = []
-            for k in ("wall", "cpu"):
-                per_round = [x[k] / y[k] for x, y in zip(rounds[a], rounds[b], strict=True)]
-                cells.append(spread(per_round, 2))
+        if a in results["rounds"] and b in results["rounds"]:
+            cells = [harness.spread(harness.ratios(by[k], b)[a]) for k in ("wall", "cpu")]
             target = f">= {TARGET:g} x" if label.startswith("packer / albumentations, t") else ""
-            print(f"| {label} | {cells[0]} | {cells[1]} | {target} |")
+            ratios.append([label, *cells, target])
+    print(harness.table(["ratio, per round", "wall", "CPU time", "target"], ratios))
     for note in results["notes"]:
         print(f"note: {note}")
 

@@ -13,7 +13,7 @@ Markdown tables: (1) ms per image for both, the ratio and the largest absolute p
 of the two results; (2) for the JPEGs large enough to decode DCT-reduced, how far each
 reduction rule + filter lands from a full decode + exact INTER_AREA, and at what cost;
 (3) libspng (pyspng) beside both on the PNGs; (4) OpenCV's INTER_AREA on uint8 against
-packer's float32 route on the JPEG crops; (5) what packer.imaging's load_image / load_mask
+packer's float32 route on the JPEG crops; (5) what packer.imaging's decode_image / decode_mask
 cost on the same files.
 """
 
@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import functools
 import io
-import platform
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -30,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import cv2
+import harness
 import numpy as np
 import pyspng
 from PIL import Image
@@ -38,8 +38,8 @@ from packer.imaging import (
     Geometry,
     area_resize,
     backend_versions,
-    load_image,
-    load_mask,
+    decode_image,
+    decode_mask,
     place,
 )
 
@@ -298,12 +298,13 @@ def reduction_rows(paths: list[Path], seconds: float) -> list[str]:
 
 
 def fastest_ms(items: Sequence, backends: dict[str, Callable], seconds: float) -> dict[str, float]:
-    """ms per item of each backend: the fastest of ROUNDS alternating rounds."""
-    ms: dict[str, float] = {}
-    for _ in range(ROUNDS):
-        for name, function in backends.items():
-            ms[name] = min(ms.get(name, 1e9), per_image_ms(function, items, seconds / ROUNDS))
-    return ms
+    """ms per item of each backend: the fastest of ROUNDS interleaved rounds."""
+    runs = {
+        name: functools.partial(per_image_ms, function, items)
+        for name, function in backends.items()
+    }
+    ms = harness.side_by_side(runs, seconds / ROUNDS, ROUNDS, measure=lambda run, s: run(s))
+    return {name: min(values) for name, values in ms.items()}
 
 
 def spng_rows(sets: dict[str, list[Path]], seconds: float) -> list[str]:
@@ -342,21 +343,22 @@ def area_row(sets: dict[str, list[Path]], seconds: float) -> str:
 
 
 def chosen_rows(sets: dict[str, list[Path]], seconds: float) -> list[str]:
-    """What load_image / load_mask cost on the same files, with the backend each one used."""
+    """What decode_image / decode_mask cost on the same files (read included, as a pack does),
+    with the backend each one used."""
     calls = [
-        ("load_image PNG -> 480x352 fill", sets["png"], Geometry((480, 352))),
-        ("load_image PNG -> 240x176 fill", sets["png"], Geometry((240, 176))),
-        ("load_image PNG -> 224x224 fill", sets["png"], FILL_224),
-        ("load_image JPEG -> 224x224 fill", sets["jpeg"], FILL_224),
-        ("load_image large JPEG -> 224x224 fill", sets["large"], FILL_224),
+        ("decode_image PNG -> 480x352 fill", sets["png"], Geometry((480, 352))),
+        ("decode_image PNG -> 240x176 fill", sets["png"], Geometry((240, 176))),
+        ("decode_image PNG -> 224x224 fill", sets["png"], FILL_224),
+        ("decode_image JPEG -> 224x224 fill", sets["jpeg"], FILL_224),
+        ("decode_image large JPEG -> 224x224 fill", sets["large"], FILL_224),
     ]
     rows = []
     for name, paths, geometry in calls:
-        ms = per_image_ms(lambda p, g=geometry: load_image(p, g), paths, seconds)
-        backends = sorted({load_image(p, geometry).backend for p in paths})
+        ms = per_image_ms(lambda p, g=geometry: decode_image(p.read_bytes(), g), paths, seconds)
+        backends = sorted({decode_image(p.read_bytes(), geometry).backend for p in paths})
         rows.append(f"| {name} | {ms:.2f} | {', '.join(backends)} |")
-    ms = per_image_ms(load_mask, sets["mask"], seconds)
-    rows.append(f"| load_mask 8-bit PNG | {ms:.2f} | spng |")
+    ms = per_image_ms(lambda p: decode_mask(p.read_bytes()), sets["mask"], seconds)
+    rows.append(f"| decode_mask 8-bit PNG | {ms:.2f} | spng |")
     return rows
 
 
@@ -366,8 +368,9 @@ def main() -> None:
     cv2.setNumThreads(1)
     versions = backend_versions()
     print(
-        f"{platform.machine()}, numpy {np.__version__}, "
+        f"{harness.machine()}; numpy {np.__version__}, "
         + ", ".join(f"{k} {v}" for k, v in versions.items())
+        + " (shared machine: compare within a run)"
     )
     with tempfile.TemporaryDirectory() as tmp:
         sets = dataset(args.data, args.limit, Path(tmp))

@@ -31,6 +31,7 @@ import threading
 import time
 from pathlib import Path
 
+import harness
 import numpy as np
 from PIL import Image
 from pycocotools import mask as coco_mask
@@ -124,15 +125,9 @@ def make_sources(
     return root
 
 
-def warm(root: Path) -> None:
-    for path in root.rglob("*"):
-        if path.is_file():
-            path.read_bytes()
-
-
 def pack_rate(src: Path, out: Path, count: int) -> float:
     """img/s of `pack SRC --workers 2 --size 480x352` in a fresh process, fresh output."""
-    warm(src)
+    harness.warm(src)
     started = time.perf_counter()
     subprocess.run(
         [PACK, str(src), "--out", str(out), "--workers", "2", "--size", "480x352", "--no-progress"],
@@ -228,18 +223,18 @@ def main() -> None:
         tmp = Path(name)
         coco = make_sources(tmp, args.images, (3, 9), SIZE, masks=True)
         png = Path(f"{coco}-png")
-        rates: dict[str, list[float]] = {"coco": [], "png": []}
-        for _ in range(args.rounds):
-            rates["png"].append(pack_rate(png, tmp / "out", args.images))
-            rates["coco"].append(pack_rate(coco, tmp / "out", args.images))
-        png_rate, coco_rate = (statistics.median(rates[k]) for k in ("png", "coco"))
-        print(f"pack --workers 2 --size 480x352, {args.images} images, median of {args.rounds}")
-        print("| source | img/s | ratio |\n|---|---:|---:|")
-        print(f"| PNG masks (train/ + trainannot/) | {png_rate:,.0f} | 1 |")
-        print(
-            f"| COCO polygons (instances JSON) | {coco_rate:,.0f} | {coco_rate / png_rate:.2f}x |"
+        packs = {
+            "PNG masks (train/ + trainannot/)": lambda: pack_rate(png, tmp / "out", args.images),
+            "COCO polygons (instances JSON)": lambda: pack_rate(coco, tmp / "out", args.images),
+        }
+        rates = harness.side_by_side(packs, 0, args.rounds, measure=lambda run, _: run())
+        ratios = harness.median_ratios(rates, "PNG masks (train/ + trainannot/)")
+        rows = [[name, statistics.median(r), f"{ratios[name]:.2f}x"] for name, r in rates.items()]
+        notes = (
+            f"pack --workers 2 --size 480x352, {args.images} images, medians of {args.rounds} "
+            "interleaved rounds, warm page cache (shared machine, compare within a run)"
         )
-        print()
+        harness.report("COCO polygons vs PNG masks", ["source", "img/s", "ratio"], rows, notes)
         for label, text in large_json(tmp, args.annotations):
             print(f"{label}: {text}")
 

@@ -64,8 +64,9 @@ import time
 from pathlib import Path
 
 import cv2
+import harness
 import numpy as np
-from cputime import forked_together
+from harness import forked_together
 from PIL import Image
 
 from packer.imaging import decode_image, decode_mask, pad_to_canvas, resample_mask
@@ -113,13 +114,6 @@ def build(camvid: Path, tmp: Path, count: int) -> Path:
         os.link(image, root / "train" / f"r{copy:03d}_{image.name}")
         os.link(mask, root / "train_labels" / f"r{copy:03d}_{mask.name}")
     return root
-
-
-def warm(root: Path) -> None:
-    """Read every source file so that each contender finds them in the page cache."""
-    for path in root.rglob("*"):
-        if path.is_file():
-            path.read_bytes()
 
 
 def packer_work(
@@ -313,7 +307,7 @@ def breakdown(root: Path, out: Path, size: tuple[int, int], workers: int, tmp: P
     """One instrumented pack: ms per pair summed over its workers, by stage."""
     logs = tmp / "breakdown"
     logs.mkdir()
-    warm(root)
+    harness.warm(root)
     command = pack_command(root, out, size, workers)[3:]  # after "-m packer pack"
     start = time.perf_counter()
     subprocess.run(
@@ -346,20 +340,25 @@ def measure(root: Path, size: tuple[int, int], rounds: int, workers: int, tmp: P
     samples = list(plan.scan.samples)
     if plan.table is None or not plan.table.has_colors or plan.scan.task != "segmentation":
         raise SystemExit(f"{root}: expected colour masks with a class_dict.csv")
-    runs: dict[str, list[dict]] = {name: [] for name in CONTENDERS}
     out = tmp / "packed"
-    for _ in range(rounds):  # alternating, so that drift on a shared machine hits all alike
-        for name in CONTENDERS:
-            warm(root)
-            if name == "pack":
-                runs[name].append(pack_rate(root, out, size, workers))
-                clear(out)
-                continue
-            work = {"opencv": opencv_work, "floor": functools.partial(floor_work, tmp)}.get(
-                name, packer_work
-            )
-            processes = 2 if name == "two_processes" else 1
-            runs[name].append(decode_rate(work, plan.config, samples, processes))
+
+    def pack() -> dict:
+        rate = pack_rate(root, out, size, workers)
+        clear(out)
+        return rate
+
+    works = {"opencv": opencv_work, "floor": functools.partial(floor_work, tmp)}
+    contenders = {
+        name: pack if name == "pack" else functools.partial(
+            decode_rate, works.get(name, packer_work), plan.config, samples,
+            2 if name == "two_processes" else 1,
+        )
+        for name in CONTENDERS
+    }  # fmt: skip
+    # interleaved rounds, so that drift on a shared machine hits all alike
+    runs = harness.side_by_side(
+        contenders, 0, rounds, lambda: harness.warm(root), measure=lambda run, _: run()
+    )
     median = {
         name: {key: statistics.median(r[key] for r in runs[name]) for key in ("rate", "cpu_ms")}
         for name in CONTENDERS
@@ -387,55 +386,47 @@ def measure(root: Path, size: tuple[int, int], rounds: int, workers: int, tmp: P
 def report(r: dict) -> None:
     m, w = r["median"], r["workers"]
     single = m["single"]["rate"]
-    print(
-        f"cores: {os.cpu_count()}, numpy {np.__version__}, opencv {cv2.__version__}; "
-        f"{r['pairs']} pairs, {r['size'][0]}x{r['size'][1]}, medians of "
-        f"{len(r['ratio_per_round'])} alternating rounds\n"
+    notes = (
+        f"numpy {np.__version__}, opencv {cv2.__version__}; {r['pairs']} pairs, "
+        f"{r['size'][0]}x{r['size'][1]}, medians of {len(r['ratio_per_round'])} interleaved "
+        "rounds, warm page cache (shared machine, compare within a run)"
     )
-    print(f"| contender | img/s | / (a) | / {w}x (a) | CPU ms per pair |")
-    print("|---|---:|---:|---:|---:|")
-    rows = [
+    named = [
         ("(a) read + decode + crop + colour lookup, packer's functions, 1 core", m["single"]),
         ("(a') the same in plain OpenCV + NumPy, 1 core", m["opencv"]),
         ("(a2) (a) in 2 processes on 2 cores (this machine's ceiling)", m["two_processes"]),
         ("(a+) (a) + write, SHA-256 and statistics of the records, 1 core", m["floor"]),
         (f"(b) `pack --workers {w}`, wall time of the command", m["pack"]),
     ]
-    for name, row in rows:
-        rate = row["rate"]
-        print(
-            f"| {name} | {rate:,.0f} | {rate / single:.2f} | {rate / (w * single):.2f} "
-            f"| {row['cpu_ms']:.2f} |"
-        )
+    rows = [
+        [name, row["rate"], row["rate"] / single, row["rate"] / (w * single), row["cpu_ms"]]
+        for name, row in named
+    ]
     run_rate = m["pack"]["run_rate"]
-    print(
-        f"| (b) the same packs, the manifest's run.seconds (start-up, plan, manifest left out) "
-        f"| {run_rate:,.0f} | {run_rate / single:.2f} | {run_rate / (w * single):.2f} | |"
-    )
+    rows.append(
+        ["(b) the same packs, the manifest's run.seconds (start-up, plan, manifest left out)",
+         run_rate, run_rate / single, run_rate / (w * single), ""]
+    )  # fmt: skip
+    headers = ["contender", "img/s", "/ (a)", f"/ {w}x (a)", "CPU ms per pair"]
+    harness.report("Colour masks: pack vs one core's decode", headers, rows, notes)
     rounds = ", ".join(f"{v:.2f}" for v in r["ratio_per_round"])
-    print(f"\nratio (b) / {w}x (a): **{r['ratio']:.2f}** (target >= 0.9; per round: {rounds})")
+    print(f"ratio (b) / {w}x (a): **{r['ratio']:.2f}** (target >= 0.9; per round: {rounds})")
     print(f"(b) / {w}x (a'): {r['ratio_vs_opencv']:.2f}")
     print(
         f"(a+) / (a): {r['floor_ratio']:.2f}: the most (b) / {w}x (a) can reach while it does "
         "the contract's work"
     )
     print("\n(a) per pair, ms (median of rounds):\n")
-    print("| " + " | ".join(STAGES) + " | total |")
-    print("|" + "---:|" * (len(STAGES) + 1))
     stages = r["stages_ms"]
-    print(
-        "| " + " | ".join(f"{stages[k]:.2f}" for k in STAGES) + f" | {sum(stages.values()):.2f} |"
-    )
+    values = [f"{stages[k]:.2f}" for k in STAGES]
+    print(harness.table([*STAGES, "total"], [[*values, f"{sum(stages.values()):.2f}"]]))
     if "breakdown" in r:
         b = r["breakdown"]
         print(
             f"\nOne more pack with its workers' stages timed ({b['wall_s']:.2f} s wall, of which "
             f"{b['imports_s']:.2f} s the parent's imports); ms per pair, summed over workers:\n"
         )
-        print("| stage | ms per pair |")
-        print("|---|---:|")
-        for name, ms in b["ms_per_pair"].items():
-            print(f"| {name} | {ms:.2f} |")
+        print(harness.table(["stage", "ms per pair"], b["ms_per_pair"].items()))
 
 
 def main() -> None:

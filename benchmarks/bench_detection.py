@@ -27,6 +27,7 @@ boxes scaled, tensors, per image (the table says which ran).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -36,6 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import harness
 import numpy as np
 from PIL import Image
 
@@ -98,12 +100,6 @@ def pack_rate(src: Path, out: Path, extra: list[str]) -> float:
     )  # fmt: skip
     run = json.loads((out / "dataset.json").read_text())["run"]
     return run["packed_samples"] / run["seconds"]
-
-
-def warm(path: Path) -> None:
-    for f in path.rglob("*"):
-        if f.is_file():
-            f.read_bytes()
 
 
 def read_rate(make_batch, batches: int, seconds: float) -> float:
@@ -203,41 +199,50 @@ def main() -> None:
             "instances": (coco, ["--task", "instances"]),
             "COCO semantic masks": (coco, []),
         }
-        rates: dict[str, list[float]] = {k: [] for k in kinds}
-        for _ in range(args.rounds):
-            for name, (src, extra) in kinds.items():
-                rates[name].append(pack_rate(src, tmp / name.split()[0], extra))
-        pack = {k: statistics.median(v) for k, v in rates.items()}
-        print(f"pack, {args.images} images 480x360 -> 480x352, 2 workers, median of {args.rounds}")
-        print("| pack | img/s |\n|---|---:|")
-        for name, rate in pack.items():
-            print(f"| {name} | {rate:,.0f} |")
-        det = pack["detection"] / pack["images only (class folders)"]
-        inst = pack["instances"] / pack["COCO semantic masks"]
-        print(f"detection / images only: {det:.2f} (target >= 0.9)")
-        print(f"instances / COCO semantic: {inst:.2f} (target >= 0.8)")
+        packs = {
+            name: functools.partial(pack_rate, src, tmp / name.split()[0], extra)
+            for name, (src, extra) in kinds.items()
+        }
+        rates = harness.side_by_side(packs, 0, args.rounds, measure=lambda run, _: run())
+        by_images = harness.median_ratios(rates, "images only (class folders)")
+        by_semantic = harness.median_ratios(rates, "COCO semantic masks")
+        notes = (
+            f"{args.images} images 480x360 -> 480x352, 2 workers, medians of {args.rounds} "
+            "interleaved rounds (shared machine, compare within a run)"
+        )
+        rows = [[name, statistics.median(r)] for name, r in rates.items()]
+        harness.report("Detection packs: pack", ["pack", "img/s"], rows, notes)
+        print(f"detection / images only: {by_images['detection']:.2f} (target >= 0.9)")
+        print(f"instances / COCO semantic: {by_semantic['instances']:.2f} (target >= 0.8)\n")
 
         torch_ds = packer.torch.PackedDataset(tmp / "detection", "train", batch_size=16, seed=0)
         seq = packer.keras.PackedSequence(tmp / "images", "train", batch_size=16, seed=0)
-        readers = {"packer.torch detection batches": torch_ds, "PackedSequence, images only": seq}
-        reads: dict[str, list[float]] = {k: [] for k in readers}
-        for _ in range(args.rounds):
-            for name, reader in readers.items():
-                warm(tmp / ("detection" if "torch" in name else "images"))
-                reads[name].append(read_rate(reader.__getitem__, len(reader), args.seconds))
-        read = {k: statistics.median(v) for k, v in reads.items()}
         name, loader = per_step_loader(coco)
-        read[name] = statistics.median(
-            loader_rate(loader, args.seconds) for _ in range(args.rounds)
+        readers = {
+            "packer.torch detection batches": functools.partial(
+                read_rate, torch_ds.__getitem__, len(torch_ds)
+            ),
+            "PackedSequence, images only": functools.partial(read_rate, seq.__getitem__, len(seq)),
+            name: functools.partial(loader_rate, loader),
+        }
+        reads = harness.side_by_side(
+            readers,
+            args.seconds,
+            args.rounds,
+            lambda: harness.warm(tmp / "detection", tmp / "images"),
+            measure=lambda run, seconds: run(seconds),
         )
-        print(f"\nread, batches of 16 480x352, warm cache, median of {args.rounds}")
-        print("| reader | img/s |\n|---|---:|")
-        for reader, rate in read.items():
-            print(f"| {reader} | {rate:,.0f} |")
-        det = read["packer.torch detection batches"]
-        ratio = det / read["PackedSequence, images only"]
-        print(f"packer.torch detection / PackedSequence images only: {ratio:.2f} (target >= 0.8)")
-        print(f"packer.torch detection / {name}: {det / read[name]:.1f} (target >= 10)")
+        det = "packer.torch detection batches"
+        over_seq = harness.median_ratios(reads, "PackedSequence, images only")[det]
+        over_loader = harness.median_ratios(reads, name)[det]
+        notes = (
+            f"batches of 16 480x352, warm page cache, medians of {args.rounds} interleaved "
+            f"rounds x {args.seconds:g} s (shared machine, compare within a run)"
+        )
+        rows = [[reader, statistics.median(r)] for reader, r in reads.items()]
+        harness.report("Detection packs: read", ["reader", "img/s"], rows, notes)
+        print(f"{det} / PackedSequence images only: {over_seq:.2f} (target >= 0.8)")
+        print(f"{det} / {name}: {over_loader:.1f} (target >= 10)")
 
 
 if __name__ == "__main__":

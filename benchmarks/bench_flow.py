@@ -57,19 +57,20 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import io
 import json
 import os
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 import warnings
 from pathlib import Path
 
-from cputime import cpu_seconds
+import harness
+from harness import cpu_seconds
 
 REPO = Path(__file__).resolve().parents[1]
 HYMENOPTERA = REPO.parent / "shared" / "data" / "hymenoptera" / "train"
@@ -278,37 +279,7 @@ def peer_main(train: Path) -> None:
         print(json.dumps(epochs_for(adapters[request["run"]], request["seconds"])), flush=True)
 
 
-class Peer:
-    """The IDG rows' process in .venv-peers, one request at a time."""
-
-    def __init__(self, train: Path) -> None:
-        env = {**os.environ, "KERAS_BACKEND": "torch", "PYTHONWARNINGS": "ignore"}
-        command = [str(PEERS_PYTHON), __file__, "--peer", "--data", str(train)]
-        self.process = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
-        )
-        self.hello = self.ask(None)
-
-    def ask(self, request: dict | None) -> dict:
-        if request is not None:
-            self.process.stdin.write(json.dumps(request) + "\n")
-            self.process.stdin.flush()
-        line = self.process.stdout.readline()
-        if not line:
-            raise RuntimeError("the peers' process ended early (see its messages above)")
-        return json.loads(line)
-
-    def close(self) -> None:
-        self.process.stdin.close()
-        self.process.wait(timeout=120)
-
-
 # --- the run ------------------------------------------------------------------------------------
-
-
-def rotate(names: list[str], r: int) -> list[str]:
-    """The rows in a different order each round."""
-    return names[r % len(names) :] + names[: r % len(names)]
 
 
 def measure(args: argparse.Namespace, tmp: Path) -> dict:
@@ -323,7 +294,8 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict:
     results: dict = {"data": source, "notes": []}
     peer = None
     if PEERS_PYTHON.exists():
-        peer = Peer(train)
+        env = {"KERAS_BACKEND": "torch", "PYTHONWARNINGS": "ignore"}
+        peer = harness.Peer(PEERS_PYTHON, __file__, ["--data", str(train)], env)
         results["idg_images"] = peer.hello["images"]
     else:
         results["notes"].append("no .venv-peers: run benchmarks/setup_peers.sh for the IDG rows")
@@ -338,15 +310,11 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict:
     results["first_epoch_s"] = {name: first_epoch(a) for name, a in adapters.items()}
     if peer:
         results["first_epoch_s"].update(peer.hello["first"])
-    names = [*adapters, *(IDG_ROWS if peer else ())]
-    runs: dict[str, list[dict]] = {name: [] for name in names}
+    rows = {name: functools.partial(epochs_for, adapter) for name, adapter in adapters.items()}
+    for name in IDG_ROWS if peer else ():
+        rows[name] = lambda seconds, n=name: peer.ask({"run": n, "seconds": seconds})
     random.seed(0)  # the adapter's shuffled batch order
-    for r in range(args.rounds):
-        for name in rotate(names, r):
-            if name in adapters:
-                runs[name].append(epochs_for(adapters[name], args.seconds))
-            else:
-                runs[name].append(peer.ask({"run": name, "seconds": args.seconds}))
+    runs = harness.side_by_side(rows, args.seconds, args.rounds, measure=lambda run, s: run(s))
     if peer:
         peer.close()
     for seq in sequences:
@@ -385,30 +353,28 @@ def ratios(results: dict) -> dict:
 
 def report(results: dict, args: argparse.Namespace) -> None:
     """The tables, as the README would show them."""
-    from bench_read import machine  # imports packer: the project's environment only
-
     pack = results["pack"]
-    print(
-        f"\n224x224, {results['data']}: {pack['packed']} images packed in "
-        f"{pack['pack_seconds']:.1f} s (untimed), {results.get('idg_images', '?')} found by IDG;"
+    notes = (
+        f"224x224, {results['data']}: {pack['packed']} images packed in "
+        f"{pack['pack_seconds']:.1f} s (untimed), {results.get('idg_images', '?')} found by IDG; "
+        f"batches of {BATCH}, whole epochs for >= {args.seconds:g} s per row and round, median "
+        f"of {args.rounds} interleaved rounds; load average {results['load_average_end']:.1f} "
+        "at the end (shared machine, compare within a run)"
     )
-    print(
-        f"batches of {BATCH}, whole epochs for >= {args.seconds:g} s per row and round, "
-        f"median of {args.rounds} rounds; {machine()}, load average "
-        f"{results['load_average_end']:.1f} at the end\n"
-    )
-    print("| row | img/s | min..max | CPU ms/img | first epoch s |\n|---|---:|---:|---:|---:|")
-    for name, rate in results["rates"].items():
-        low, high = results["spread"][name]
-        cpu = results["cpu_ms_per_image"][name]
-        first = results["first_epoch_s"][name]
-        print(f"| {name} | {rate:,.0f} | {low:,.0f}..{high:,.0f} | {cpu:.2f} | {first:.2f} |")
-    print("\n| ratio | medians | best rounds | CPU per image | target |")
-    print("|---|---:|---:|---:|---:|")
-    for name, value in results["ratios"].items():
-        target = f">= {TARGET:g} x" if name in MAIN_RATIOS else ""
-        measured = " | ".join(f"{value[k]:.1f} x" for k in ("median", "best", "cpu"))
-        print(f"| {name} | {measured} | {target} |")
+    rows = [
+        [name, rate, "{:,.0f}..{:,.0f}".format(*results["spread"][name]),
+         f"{results['cpu_ms_per_image'][name]:.2f}", f"{results['first_epoch_s'][name]:.2f}"]
+        for name, rate in results["rates"].items()
+    ]  # fmt: skip
+    headers = ["row", "img/s", "min..max", "CPU ms/img", "first epoch s"]
+    harness.report("packer beside flow_from_directory", headers, rows, notes)
+    ratio_rows = [
+        [name, *(f"{value[k]:.1f} x" for k in ("median", "best", "cpu")),
+         f">= {TARGET:g} x" if name in MAIN_RATIOS else ""]
+        for name, value in results["ratios"].items()
+    ]  # fmt: skip
+    headers = ["ratio", "medians", "best rounds", "CPU per image", "target"]
+    print(harness.table(headers, ratio_rows))
     print("(CPU per image: the second row's CPU ms/img over the first's)")
     versions = results["versions"]
     print(f"\npacker side: {fmt(versions['packer side'])}; IDG side: {fmt(versions['IDG side'])}")

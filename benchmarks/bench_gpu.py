@@ -37,6 +37,7 @@ from multiprocessing import Pool
 from pathlib import Path
 
 import cv2
+import harness
 import numpy as np
 import torch
 from torch.utils.data import DataLoader
@@ -494,17 +495,24 @@ def main() -> None:
     except ImportError as error:
         print(f"no plot: {error}")
 
-    print(f"\n{info['gpu']}, torch {info['torch']}, CUDA {info['cuda']}, driver {info['driver']}")
-    print(f"{'feed':40} {'img/s':>9} {'x (a)':>7} {'busy med':>9} {'busy mean':>9}")
-    for row in results:
-        ratio = f"{row['of_ceiling']:.3f}" if row["of_ceiling"] else "-"
-        print(f"{row['feed']:40} {row['img_per_s']:9,.0f} {ratio:>7} "
-              f"{row['busy_median']:9.0f} {row['busy_mean']:9.1f}")  # fmt: skip
-    print(f"\n{'hand-off slots':34} {'batch/s':>8} {'ms/batch':>9} {'H2D GB/s':>9} pinned")
-    for row in pins:
-        print(f"{row['slots']:34} {row.get('batches_per_s', float('nan')):8.1f} "
-              f"{row.get('ms_per_batch', float('nan')):9.2f} {row['h2d_GB_per_s']:9.1f} "
-              f"{row.get('is_pinned', '')}")  # fmt: skip
+    notes = (
+        f"{info['gpu']}, torch {info['torch']}, CUDA {info['cuda']}, driver {info['driver']}; "
+        f"feeds one after the other, {args.steps} timed steps each after {args.warmup} warm-up"
+    )
+    feeds_table = [
+        [row["feed"], row["img_per_s"], f"{row['of_ceiling']:.3f}" if row["of_ceiling"] else "-",
+         f"{row['busy_median']:.0f}", f"{row['busy_mean']:.1f}"]
+        for row in results
+    ]  # fmt: skip
+    headers = ["feed", "img/s", "x (a)", "busy med", "busy mean"]
+    harness.report("ResNet-50 fed four ways", headers, feeds_table, notes)
+    slots = [
+        [row["slots"], f"{row.get('batches_per_s', float('nan')):.1f}",
+         f"{row.get('ms_per_batch', float('nan')):.2f}", f"{row['h2d_GB_per_s']:.1f}",
+         str(row.get("is_pinned", ""))]
+        for row in pins
+    ]  # fmt: skip
+    print(harness.table(["hand-off slots", "batch/s", "ms/batch", "H2D GB/s", "pinned"], slots))
     print(f"\nCUDA executor vs NumPy: {json.dumps(agree)}")
 
 

@@ -30,6 +30,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import harness
+
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -68,14 +70,6 @@ def files(source) -> list[Path]:
     return [f for p in paths for f in (Path(p) / "train").iterdir()]
 
 
-def warm(source) -> None:
-    """Read every shard file once, so that the timed reads find them in the page cache."""
-    for path in files(source):
-        with open(path, "rb") as f:
-            while f.read(16 << 20):
-                pass
-
-
 def epochs(source, batch: int) -> dict[str, Callable[[], int]]:
     """Every reader over `source` (a pack's path or a Mixture): a call reads its next epoch
     whole and returns the samples read."""
@@ -111,13 +105,6 @@ def epochs(source, batch: int) -> dict[str, Callable[[], int]]:
     }
 
 
-def timed(epoch: Callable[[], int]) -> float:
-    """Seconds per sample of one epoch."""
-    start = time.perf_counter()
-    done = epoch()
-    return (time.perf_counter() - start) / done
-
-
 def first_batch_s(source, batch: int, state: dict | None) -> tuple[float, float]:
     """Seconds from constructing a PackedSequence to holding its first batch, and of those
     the seconds `load_state_dict(state)` took (0 without a state)."""
@@ -137,7 +124,7 @@ def resume_costs(single: Path, mix: packer.Mixture, batch: int, pairs: int) -> d
     (`load_state_dict`) as a share of the fresh mixture reader's first batch."""
     saver = PackedSequence(mix, "train", 8, shuffle="global", seed=0, rank=1, world_size=2)
     state = saver.state_dict(batches=len(saver) // 2)
-    warm(single), warm(mix)
+    harness.warm(files(single), files(mix))
     names = ("pack, fresh", "mixture, fresh", "mixture, resumed", "resume alone")
     costs: dict[str, list[float]] = {name: [] for name in names}
     for _ in range(pairs):
@@ -176,38 +163,36 @@ def main() -> None:
         single, mix = make_packs(Path(tmp), args.samples, args.shard_records)
         sources = {"pack": single, "mixture": mix}
         readers = {name: epochs(source, args.batch_size) for name, source in sources.items()}
-        costs: dict[str, dict[str, list[float]]] = {
-            reader: {"pack": [], "mixture": []} for reader in readers["pack"]
-        }
-        for reader, measured in costs.items():
-            for name, source in sources.items():
-                warm(source)
+        rates = {}  # reader -> {"pack": img/s per epoch, "mixture": ...}, epochs in turn
+        for reader in readers["pack"]:
+            harness.warm(files(single), files(mix))
+            for name in sources:
                 readers[name][reader]()  # one epoch first: start-up, workers, graphs
-            for _ in range(args.pairs):
-                for name in sources:
-                    measured[name].append(timed(readers[name][reader]))
+            turns = {name: readers[name][reader] for name in sources}
+            rates[reader] = harness.side_by_side(turns, 0, args.pairs)  # one epoch a turn
         first = resume_costs(single, mix, args.batch_size, args.pairs)
     sizes = [1_000_000, 300_000, 50_000]
-    report(args, costs, first, sizes, plan_ms(sizes, [0.6, 0.3, 0.1]))
+    report(args, rates, first, sizes, plan_ms(sizes, [0.6, 0.3, 0.1]))
 
 
-def report(args, costs, first, sizes, plan) -> None:
-    print(f"\n{os.cpu_count()} CPUs, torch {torch.__version__}; {args.samples} train samples "
-          f"{SIZE[0]}x{SIZE[1]} in one pack or three ({'+'.join(map(str, SHARES))} sixths), "
-          f"shards of {args.shard_records}, batch {args.batch_size}, {args.pairs} epochs each "
-          "in turn, warm cache\n")  # fmt: skip
-    print("| reader | one pack img/s | mixture img/s | mixture cost / one pack (quartiles) "
-          "| target |\n|---|---:|---:|---:|---:|")  # fmt: skip
-    for reader, measured in costs.items():
-        ratios = sorted(m / p for p, m in zip(measured["pack"], measured["mixture"], strict=True))
-        q1, q2, q3 = statistics.quantiles(ratios, n=4)
-        pack, mixed = (1 / statistics.median(measured[n]) for n in ("pack", "mixture"))
-        print(f"| {reader} | {pack:,.0f} | {mixed:,.0f} | {q2:.3f} ({q1:.2f}-{q3:.2f}) "
-              "| <= 1.05 |")  # fmt: skip
-    print("\n| first batch | ms | / mixture, fresh |\n|---|---:|---:|")
-    for name in ("pack, fresh", "mixture, fresh", "mixture, resumed", "resume alone"):
-        ms, share = 1000 * first[name], first[name] / first["mixture, fresh"]
-        print(f"| {name} | {ms:.2f} | {share:.2f} |")
+def report(args, rates, first, sizes, plan) -> None:
+    rows = []
+    for reader, measured in rates.items():
+        cost = sorted(harness.ratios(measured, "mixture")["pack"])  # mixture s/img over pack's
+        q1, q2, q3 = statistics.quantiles(cost, n=4)
+        pack, mixed = (statistics.median(measured[n]) for n in ("pack", "mixture"))
+        rows.append([reader, pack, mixed, f"{q2:.3f} ({q1:.2f}-{q3:.2f})", "<= 1.05"])
+    notes = (
+        f"torch {torch.__version__}; {args.samples} train samples {SIZE[0]}x{SIZE[1]} in one "
+        f"pack or three ({'+'.join(map(str, SHARES))} sixths), shards of {args.shard_records}, "
+        f"batch {args.batch_size}, {args.pairs} epochs each in turn, warm page cache; shared "
+        "machine, compare within a run."
+    )
+    headers = ["reader", "one pack img/s", "mixture img/s", "mixture cost / one pack (quartiles)"]
+    harness.report("A mixture of three packs vs one pack", [*headers, "target"], rows, notes)
+    names = ("pack, fresh", "mixture, fresh", "mixture, resumed", "resume alone")
+    firsts = [[n, f"{1000 * first[n]:.2f}", first[n] / first["mixture, fresh"]] for n in names]
+    print(harness.table(["first batch", "ms", "/ mixture, fresh"], firsts))
     print(f"\nthe resume (load_state_dict) / a fresh mixture reader's first batch, paired: "
           f"{first['share']:.2f} (target <= 1)")  # fmt: skip
     print(f"plan of one epoch of {sum(sizes):,} draws ({' + '.join(f'{s:,}' for s in sizes)} "

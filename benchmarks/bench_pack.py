@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
-import os
 import shutil
 import statistics
 import tempfile
@@ -27,37 +26,16 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import cv2
+import harness
 import numpy as np
 
 import packer
-from packer.imaging import Geometry, load_image, load_mask, resample_mask
+from packer.imaging import Geometry, decode_image, decode_mask, resample_mask
 from packer.sources import scan
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 LIMITS = ("opencv", "packer")
 DATASETS = {"camvid": (480, 352), "hymenoptera": (224, 224)}
-
-
-def linked_copy(src: Path, dest: Path, repeat: int) -> Path:
-    """`src`'s tree with every file hard-linked `repeat` times under new names."""
-    for path in src.rglob("*"):
-        if not path.is_file():
-            continue
-        rel = path.relative_to(src)
-        (dest / rel.parent).mkdir(parents=True, exist_ok=True)
-        if path.suffix.lower() in {".csv", ".txt", ".json"}:
-            os.link(path, dest / rel)
-            continue
-        for k in range(repeat):
-            os.link(path, dest / rel.parent / f"r{k}_{rel.name}")
-    return dest
-
-
-def warm(src: Path) -> None:
-    """Read every source file so that each contender finds them in the page cache."""
-    for path in src.rglob("*"):
-        if path.is_file():
-            path.read_bytes()
 
 
 def opencv_limit(src: Path, size: tuple[int, int]) -> float:
@@ -114,9 +92,9 @@ def packer_limit(src: Path, size: tuple[int, int]) -> float:
     geometry = Geometry(size)
     start = time.perf_counter()
     for sample in samples:
-        placement = load_image(src / sample.image, geometry).placement
+        placement = decode_image((src / sample.image).read_bytes(), geometry).placement
         if sample.mask is not None:
-            resample_mask(load_mask(src / sample.mask).values, placement)
+            resample_mask(decode_mask((src / sample.mask).read_bytes()).values, placement)
     return len(samples) / (time.perf_counter() - start)
 
 
@@ -128,23 +106,25 @@ def pack_rate(src: Path, out: Path, size: tuple[int, int], workers: int) -> floa
 
 
 def measure(name: str, size: tuple[int, int], repeat: int, rounds: int, tmp: Path) -> dict:
-    src = linked_copy(SHARED / name, tmp / name, repeat)
-    runs: dict[str, list[float]] = {
-        "opencv": [],
-        "opencv_2": [],
-        "packer": [],
-        "pack_1": [],
-        "pack_2": [],
+    src = harness.linked_copy(SHARED / name, tmp / name, repeat)
+
+    def pack(workers: int) -> float:
+        rate = pack_rate(src, tmp / f"{name}-out{workers}", size, workers)
+        shutil.rmtree(tmp / f"{name}-out{workers}")
+        return rate
+
+    contenders = {
+        "opencv": lambda: opencv_limit(src, size),
+        "opencv_2": lambda: opencv_parallel(src, size, 2),
+        "packer": lambda: packer_limit(src, size),
+        "pack_1": lambda: pack(1),
+        "pack_2": lambda: pack(2),
     }
-    for _ in range(rounds):  # alternate the contenders so that drift hits them alike
-        warm(src)  # idle file pages are evicted within about 30 s on these machines
-        runs["opencv"].append(opencv_limit(src, size))
-        runs["opencv_2"].append(opencv_parallel(src, size, 2))
-        runs["packer"].append(packer_limit(src, size))
-        for w in (1, 2):
-            warm(src)
-            runs[f"pack_{w}"].append(pack_rate(src, tmp / f"{name}-out{w}", size, w))
-            shutil.rmtree(tmp / f"{name}-out{w}")
+    # interleaved so that drift hits them alike; idle file pages are evicted within about
+    # 30 s on these machines, so the sources are read again before each
+    runs = harness.side_by_side(
+        contenders, 0, rounds, lambda: harness.warm(src), measure=lambda run, _: run()
+    )
     row = {key: statistics.median(values) for key, values in runs.items()}
     return {
         "dataset": name,
@@ -172,26 +152,21 @@ def main() -> None:
         for name, size in DATASETS.items():
             if (SHARED / name).is_dir():
                 rows.append(measure(name, size, args.repeat, args.rounds, Path(tmp)))
-    print(f"cores: {os.cpu_count()}, numpy {np.__version__}, opencv {cv2.__version__}\n")
-    print(
-        "| dataset | images | OpenCV limit, 1 core | packer decoders, 1 core | pack w1 | pack w2 "
-        "| w2 / 2x OpenCV limit | w1 / packer decoders | w2 / 2x packer decoders |"
+    notes = (
+        f"numpy {np.__version__}, opencv {cv2.__version__}; medians of {args.rounds} "
+        "interleaved rounds, warm page cache (shared machine, compare within a run)"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for r in rows:
-        print(
-            f"| {r['dataset']} | {r['images']} | {r['opencv']:.0f} | {r['packer']:.0f} "
-            f"| {r['pack_1']:.0f} | {r['pack_2']:.0f} | {r['vs_opencv_2']:.2f} "
-            f"| {r['vs_packer_1']:.2f} | {r['vs_packer_2']:.2f} |"
-        )
-    print("\nHow far the cores scale on the OpenCV work alone (forked processes, same run):\n")
-    print("| dataset | OpenCV, 2 processes | / 2x 1 process | pack w2 / OpenCV 2 processes |")
-    print("|---|---:|---:|---:|")
-    for r in rows:
-        print(
-            f"| {r['dataset']} | {r['opencv_2']:.0f} | {r['scaling_opencv_2']:.2f} "
-            f"| {r['vs_opencv_2_processes']:.2f} |"
-        )
+    headers = [
+        "dataset", "images", "OpenCV limit, 1 core", "packer decoders, 1 core", "pack w1",
+        "pack w2", "w2 / 2x OpenCV limit", "w1 / packer decoders", "w2 / 2x packer decoders",
+    ]  # fmt: skip
+    keys = ("opencv", "packer", "pack_1", "pack_2", "vs_opencv_2", "vs_packer_1", "vs_packer_2")
+    table = [[r["dataset"], r["images"], *(r[k] for k in keys)] for r in rows]
+    harness.report("Pack speed vs the decode limits", headers, table, notes)
+    print("How far the cores scale on the OpenCV work alone (forked processes, same run):\n")
+    headers = ["dataset", "OpenCV, 2 processes", "/ 2x 1 process", "pack w2 / OpenCV 2 processes"]
+    keys = ("opencv_2", "scaling_opencv_2", "vs_opencv_2_processes")
+    print(harness.table(headers, [[r["dataset"], *(r[k] for k in keys)] for r in rows]))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
 

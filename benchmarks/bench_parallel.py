@@ -37,9 +37,10 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
+import harness
 import keras
 import numpy as np
-from cputime import cpu_seconds, forked_together
+from harness import cpu_seconds, forked_together
 from keras.src.trainers.data_adapters.py_dataset_adapter import PyDatasetAdapter
 
 from packer.parallel import parallel
@@ -139,36 +140,41 @@ def main() -> None:
     rows[CEILING] = functools.partial(bare_epoch, args.batches, False)
     rows[CEILING_COPY] = functools.partial(bare_epoch, args.batches, True)
     first = {name: run()[0] for name, run in rows.items()}
-    runs: dict[str, list[tuple[float, float]]] = {name: [] for name in rows}
-    for _ in range(args.rounds):  # rows take turns, so a busy moment hits them all alike
-        for name, run in rows.items():
-            runs[name].append(run())
+    # rows take turns, one epoch each, so a busy moment hits them all alike
+    runs = harness.side_by_side(rows, 0, args.rounds, measure=lambda run, _: run())
     datasets["packer.parallel(2)"].close()
     images = args.batches * BATCH
     walls = {name: [wall for wall, _ in r] for name, r in runs.items()}
     rates = {name: images / statistics.median(w) for name, w in walls.items()}
-    cpu = {name: statistics.median(c for _, c in r) / args.batches for name, r in runs.items()}
-    print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end; ", end="")
-    print(f"{args.batches} batches of {BATCH} per epoch, {args.rounds} epochs per row in turns;")
-    print("iterated by PyDatasetAdapter's numpy iterator (as model.fit), no model")
-    header = f"{'':26} {'first epoch s':>13} {'img/s':>7} {'min..max':>11} {'CPU ms/batch':>12}"
-    print(header)
-    for name, rate in rates.items():
-        spread = f"{images / max(walls[name]):.0f}..{images / min(walls[name]):.0f}"
-        print(f"{name:26} {first[name]:13.2f} {rate:7.0f} {spread:>11} {cpu[name] * 1e3:12.1f}")
     best = {name: images / min(w) for name, w in walls.items()}
-    print(f"{'packer.parallel(2) /':47} {'medians':>8} {'best epochs':>12}")
-    for name in list(rates)[:3]:
-        median_ratio = rates["packer.parallel(2)"] / rates[name]
-        best_ratio = best["packer.parallel(2)"] / best[name]
-        print(f"  {name:45} {median_ratio:7.2f}x {best_ratio:11.2f}x")
+    cpu = {name: statistics.median(c for _, c in r) / args.batches for name, r in runs.items()}
+    notes = (
+        f"load average {os.getloadavg()[0]:.1f} at the end (shared machine, compare within a "
+        f"run); {args.batches} batches of {BATCH} per epoch, {args.rounds} epochs per row in "
+        "turns; iterated by PyDatasetAdapter's numpy iterator (as model.fit), no model"
+    )
+    rows_out = [
+        [name, f"{first[name]:.2f}", rate,
+         f"{images / max(walls[name]):.0f}..{images / min(walls[name]):.0f}",
+         f"{cpu[name] * 1e3:.1f}"]
+        for name, rate in rates.items()
+    ]  # fmt: skip
+    headers = ["row", "first epoch s", "img/s", "min..max", "CPU ms/batch"]
+    harness.report("packer.parallel vs Keras' workers", headers, rows_out, notes)
+    ratio = [
+        [f"packer.parallel(2) / {name}",
+         f"{rates['packer.parallel(2)'] / rates[name]:.2f}x",
+         f"{best['packer.parallel(2)'] / best[name]:.2f}x"]
+        for name in list(rates)[:3]
+    ] + [
+        [f"{name} / keras workers=1 (no Keras, no hand-over, no per-epoch cost)",
+         f"{rates[name] / rates['keras workers=1']:.2f}x",
+         f"{best[name] / best['keras workers=1']:.2f}x"]
+        for name in (CEILING, CEILING_COPY)
+    ]  # fmt: skip
+    print(harness.table(["ratio", "medians", "best epochs"], ratio))
     bound = 2 * cpu["keras workers=1"] / cpu["packer.parallel(2)"]
-    print(f"two idle cores would allow packer.parallel(2) at most {bound:.2f}x keras workers=1")
-    print("ceilings / keras workers=1 (no Keras, no hand-over, no per-epoch cost):")
-    for name in (CEILING, CEILING_COPY):
-        median_ratio = rates[name] / rates["keras workers=1"]
-        best_ratio = best[name] / best["keras workers=1"]
-        print(f"  {name:45} {median_ratio:7.2f}x {best_ratio:11.2f}x")
+    print(f"\ntwo idle cores would allow packer.parallel(2) at most {bound:.2f}x keras workers=1")
 
 
 if __name__ == "__main__":

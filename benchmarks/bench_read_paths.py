@@ -23,17 +23,9 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+import harness
 import numpy as np
-from bench_read import (
-    CAMVID,
-    SIZE,
-    copyto_epoch,
-    make_synthetic,
-    open_sequence,
-    packed_epoch,
-    run_for,
-    warm,
-)
+from harness import SIZE, copyto_epoch, open_sequence
 
 import packer
 from packer.reading.buffers import aligned_empty
@@ -102,16 +94,16 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=1.0, help="per contender and round")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="packer-bench-") as tmp:
-        src = CAMVID if CAMVID.is_dir() and not args.synthetic else make_synthetic(Path(tmp) / "s")
+        src = harness.segmentation_source(Path(tmp) / "s", synthetic=args.synthetic)
         ds = packer.pack(src, out=Path(tmp) / "pack", size=SIZE, shard_size=1 << 40)
-        files = [ds.root / f["path"] for s in ds["train"].shards for f in s["files"]]
+        files = harness.shard_files(ds)
         sample = sum(int(np.prod(f.shape)) * np.dtype(f.dtype).itemsize for f in ds.fields)
         shards = Shards(ds)
         seq_held, seq_dropped = open_sequence(ds.root, BATCH), open_sequence(ds.root, BATCH)
         source = np.random.default_rng(1).integers(0, 256, shards.count * sample, dtype=np.uint8)
         buffers = [np.empty(BATCH * sample, np.uint8) for _ in range(2)]
         contenders: dict[str, Callable[[], int]] = {
-            "PackedSequence, loop holds each batch": lambda: packed_epoch(seq_held),
+            "PackedSequence, loop holds each batch": lambda: harness.sequence_epoch(seq_held),
             "PackedSequence, loop drops each batch first": lambda: dropping_epoch(seq_dropped),
             "np.take from the memmaps, two buffers in turn": shards.take_epoch,
             "os.preadv per record, two buffers in turn": shards.pread_epoch,
@@ -123,22 +115,20 @@ def main() -> None:
                 copyto_epoch(source, buffers, BATCH * sample) // sample
             ),
         }
-        rates: dict[str, list[float]] = {name: [] for name in contenders}
         for epoch in contenders.values():
             epoch()  # untimed: opens memmaps, maps pages
-        for _ in range(args.rounds):
-            warm(files)
-            for name, epoch in contenders.items():
-                n, t = run_for(epoch, args.seconds)
-                rates[name].append(n / t)
-    medians = {name: statistics.median(r) for name, r in rates.items()}
-    base = medians["np.copyto, one buffer (issue #7's limit)"]
-    print(f"{src.name}: {shards.count} train samples of {sample:,} bytes, batches of {BATCH}, ")
-    print(f"medians of {args.rounds} alternating rounds\n")
-    print("| way to fill a batch | img/s | / np.copyto one buffer |")
-    print("|---|---:|---:|")
-    for name, rate in medians.items():
-        print(f"| {name} | {rate:,.0f} | {rate / base:.2f} |")
+        rates = harness.side_by_side(
+            contenders, args.seconds, args.rounds, lambda: harness.warm(files)
+        )
+    ratios = harness.median_ratios(rates, "np.copyto, one buffer (issue #7's limit)")
+    notes = (
+        f"{src.name}: {shards.count} train samples of {sample:,} bytes, batches of {BATCH}, "
+        f"medians of {args.rounds} interleaved rounds x {args.seconds:g} s, warm page cache; "
+        "shared machine, compare within a run."
+    )
+    rows = [[name, statistics.median(r), ratios[name]] for name, r in rates.items()]
+    headers = ["way to fill a batch", "img/s", "/ np.copyto one buffer"]
+    harness.report("Ways to fill a batch from an npy pack", headers, rows, notes)
 
 
 if __name__ == "__main__":

@@ -8,35 +8,24 @@
 All read shuffled batches of the train split, files warmed right before each timing. The
 target: (b) at least half of (a).
 
-    python benchmarks/bench_recordio.py [--synthetic] [--seconds 3] [--json out.json]
+    python benchmarks/bench_recordio.py [--synthetic] [--seconds 3] [--rounds 3] [--json out.json]
 """
 
 from __future__ import annotations
 
-import json
-import sys
+import argparse
+import statistics
 import tempfile
 from pathlib import Path
 
+import harness
 import numpy as np
+from harness import SIZE
 
 import packer
 from packer.reading.dataset import PackedDataset
 from packer.recordio import RecordIOReader, decode_payload
 from packer.schema import record_bytes
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/ is not a package
-from bench_read import (
-    SIZE,
-    machine,
-    make_synthetic,
-    packed_rate,
-    parse_args,
-    row,
-    run_for,
-    table,
-    warm,
-)
 
 TARGET = 0.5  # recordio raw / npy, both through PackedSequence
 
@@ -54,24 +43,30 @@ def reader_epoch(readers: list[RecordIOReader], batch: int, rng: np.random.Gener
     return done
 
 
-def reader_rate(ds: PackedDataset, batch: int, seconds: float) -> float:
-    """(c) Images/s of `RecordIOReader` over the train shards, files warmed just before."""
+def recordio_epoch(ds: PackedDataset, batch: int):
+    """(c) An epoch step of `RecordIOReader` over the train shards, and its readers to close."""
     recs = [ds.root / "train" / f"{s['name']}.rec" for s in ds["train"].shards]
     readers = [RecordIOReader(rec) for rec in recs]
     rng = np.random.default_rng(0)
-    warm(recs)
-    n, t = run_for(lambda: reader_epoch(readers, batch, rng), seconds)
-    for reader in readers:
-        reader.close()
-    return n / t
+    return (lambda: reader_epoch(readers, batch, rng)), readers
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=harness.CAMVID, help="CamVid-layout source")
+    parser.add_argument("--synthetic", action="store_true", help="use a synthetic CamVid-like set")
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--seconds", type=float, default=3.0, help="per reader and round")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; medians")
+    parser.add_argument("--json", type=Path, help="also write the table to this JSON file")
+    return parser.parse_args()
 
 
 def main() -> None:
-    """Pack the images three ways, time the four readers, print the table and the verdict."""
-    args = parse_args(__doc__, rounds=False)
+    """Pack the images three ways, time the four readers side by side, print the table."""
+    args = parse_args()
     with tempfile.TemporaryDirectory(prefix="packer-bench-recordio-") as tmp:
-        synthetic = args.synthetic or not args.data.is_dir()
-        src = make_synthetic(Path(tmp) / "src") if synthetic else args.data
+        src = harness.segmentation_source(Path(tmp) / "src", args.data, args.synthetic)
         packs = {
             name: packer.pack(src, out=Path(tmp) / name, size=SIZE, progress=False, **options)
             for name, options in {
@@ -81,27 +76,46 @@ def main() -> None:
             }.items()
         }
         size = record_bytes(packs["npy"].fields)
-        batch, seconds = args.batch_size, args.seconds
-        npy = packed_rate(packs["npy"], batch, seconds)
-        raw = packed_rate(packs["raw"], batch, seconds)
-        direct = reader_rate(packs["raw"], batch, seconds)
-        jpeg = packed_rate(packs["jpeg"], batch, seconds)
+        batch = args.batch_size
+        seqs = {name: harness.open_sequence(ds.root, batch) for name, ds in packs.items()}
+        direct, readers = recordio_epoch(packs["raw"], batch)
+        contenders = {
+            "(a) PackedSequence, npy": lambda: harness.sequence_epoch(seqs["npy"]),
+            "(b) PackedSequence, recordio raw": lambda: harness.sequence_epoch(seqs["raw"]),
+            "(c) RecordIOReader + decode_payload, recordio raw": direct,
+            "(d) PackedSequence, recordio jpeg (decodes)": lambda: harness.sequence_epoch(
+                seqs["jpeg"]
+            ),
+        }
+        for epoch in contenders.values():
+            epoch()  # untimed: opens the memmaps and files
+        files = [f for ds in packs.values() for f in harness.shard_files(ds)]
+        rates = harness.side_by_side(
+            contenders, args.seconds, args.rounds, lambda: harness.warm(files)
+        )
+        for reader in readers:
+            reader.close()
         count = packs["npy"]["train"].count
-    label = "synthetic CamVid-like" if synthetic else f"{src.name} (real)"
-    print(f"machine: {machine()}")
-    print(f"dataset: {label}, {count} train samples at {SIZE[0]}x{SIZE[1]}, batch {batch}")
-    print("cache: warm (files read once right before each timing)\n")
+    ratios = harness.median_ratios(rates, "(a) PackedSequence, npy")
     rows = [
-        row("(a) PackedSequence, npy", npy, size, npy),
-        row("(b) PackedSequence, recordio raw", raw, size, npy),
-        row("(c) RecordIOReader + decode_payload, recordio raw", direct, size, npy),
-        row("(d) PackedSequence, recordio jpeg (decodes)", jpeg, size, npy),
+        [name, statistics.median(r), statistics.median(r) * size / 1e6, ratios[name]]
+        for name, r in rates.items()
     ]
-    print(table(rows, "npy"))
-    verdict = "PASS" if raw / npy >= TARGET else "MISS"
-    print(f"\nrecordio raw / npy: {raw / npy:.2f} (target >= {TARGET}) {verdict}")
-    if args.json:
-        args.json.write_text(json.dumps({"rows": rows, "recordio_raw_over_npy": raw / npy}))
+    raw = ratios["(b) PackedSequence, recordio raw"]
+    verdict = "PASS" if raw >= TARGET else "MISS"
+    notes = (
+        f"{src.name}: {count} train samples at {SIZE[0]}x{SIZE[1]}, batch {batch}, medians of "
+        f"{args.rounds} interleaved rounds x {args.seconds:g} s, warm page cache (files read "
+        "right before each timing); shared machine, compare within a run.\n\n"
+        f"recordio raw / npy: {raw:.2f} (target >= {TARGET}) {verdict}"
+    )
+    harness.report(
+        "RecordIO beside npy",
+        ["name", "img/s", "MB/s", "ratio (vs npy)"],
+        rows,
+        notes,
+        args.json,
+    )
 
 
 if __name__ == "__main__":

@@ -32,7 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from cputime import process_cpu
+import harness
+from harness import process_cpu
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 SIZE = (224, 224)
@@ -57,30 +58,16 @@ print(json.dumps(rates))
 """
 
 
-def linked_copy(src: Path, dest: Path, repeat: int) -> Path:
-    """`src`'s tree with every image hard-linked `repeat` times under new names."""
-    for path in src.rglob("*"):
-        if path.is_file() and path.suffix.lower() in {".jpg", ".jpeg"}:
-            rel = path.relative_to(src)
-            (dest / rel.parent).mkdir(parents=True, exist_ok=True)
-            for k in range(repeat):
-                os.link(path, dest / rel.parent / f"r{k}_{rel.name}")
-    return dest
-
-
-def warm(root: Path) -> None:
-    for path in root.rglob("*"):
-        if path.is_file():
-            path.read_bytes()
-
-
 def child_pack(src, out, engine: str, packs: int) -> list[float]:
+    """img/s of `packs` packs in a fresh driver process; its error's last lines if it fails."""
     result = subprocess.run(
         [sys.executable, "-c", _CHILD, str(src), str(out), engine, str(packs)],
         capture_output=True,
         text=True,
-        check=True,
     )
+    if result.returncode:
+        tail = "\n".join(result.stderr.strip().splitlines()[-15:])
+        raise SystemExit(f"the {engine} pack's process failed ({result.returncode}):\n{tail}")
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
@@ -192,12 +179,12 @@ def measure(repeat: int, rounds: int, tmp: Path) -> dict:
     from packer.engines.local import LocalEngine
     from packer.engines.ray import RayEngine
 
-    src = linked_copy(SHARED / "hymenoptera", tmp / "src", repeat)
+    src = harness.linked_copy(SHARED / "hymenoptera", tmp / "src", repeat, {".jpg", ".jpeg"})
     images = sum(1 for p in src.rglob("*") if p.is_file())
     result: dict = {"images": images}
 
     # -- single-core cost per image (local engine, 1 worker), in a fresh process ------------
-    warm(src)
+    harness.warm(src)
     started = time.perf_counter()
     packer.pack(src, tmp / "w1", size=SIZE, workers=1)
     result["per_image_s"] = (time.perf_counter() - started) / images
@@ -213,11 +200,11 @@ def measure(repeat: int, rounds: int, tmp: Path) -> dict:
     # -- Ray vs local, fresh driver processes, alternating ----------------------------------
     runs: dict[str, list[float]] = {"local": [], "local_cold": [], "ray_cold": [], "ray_warm": []}
     for _ in range(rounds):
-        warm(src)
+        harness.warm(src)
         cold, warm_rate = child_pack(src, tmp / "out-local", "local", 2)
         runs["local_cold"].append(cold)
         runs["local"].append(warm_rate)
-        warm(src)
+        harness.warm(src)
         cold, warm_rate = child_pack(src, tmp / "out-ray", "ray", 2)
         runs["ray_cold"].append(cold)
         runs["ray_warm"].append(warm_rate)
@@ -254,7 +241,7 @@ def s3_section(src: Path, tmp: Path, rounds: int, latency: float, reads: bool) -
         result["get_ceiling" + key] = len(sources) / (time.perf_counter() - started)
         runs: dict[str, list[tuple[float, float, float]]] = {"disk": [], "s3": []}
         for k in range(rounds):
-            warm(src)
+            harness.warm(src)
             runs["disk"].append(cpu_pack(src, tmp / "out-disk", moto.pid))
             runs["s3"].append(cpu_pack("s3://bench/src", f"s3://bench/p{k}", moto.pid))
         images = len(sources)
@@ -279,10 +266,10 @@ def s3_section(src: Path, tmp: Path, rounds: int, latency: float, reads: bool) -
             cats.append(size / (time.perf_counter() - started))
             seconds, nbytes = read_all(url, tmp / f"cache{k}", opened=False)
             colds.append(nbytes / seconds)
-            warm(tmp / f"cache{k}")
+            harness.warm(tmp / f"cache{k}")
             seconds, nbytes = read_all(url, tmp / f"cache{k}", epochs=5)
             warms.append(nbytes / seconds)
-            warm(tmp / "out-disk")
+            harness.warm(tmp / "out-disk")
             seconds, nbytes = read_all(tmp / "out-disk", epochs=5)
             locals_.append(nbytes / seconds)
         result["cat_MB_s"] = statistics.median(cats) / 1e6
@@ -338,54 +325,83 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         r = measure(args.repeat, args.rounds, Path(tmp))
-    print(f"cores: {os.cpu_count()}, images: {r['images']} (hymenoptera x{args.repeat}, 224x224)")
-    print(f"\nsingle-core pack cost: {r['per_image_s'] * 1e3:.2f} ms/img")
-    print(f"Ray start-up (2 CPUs, once): {r['ray_start_s']:.1f} s")
-    print("\n| engine | img/s | / local |\n|---|---:|---:|")
-    rows = (
-        ("local, 2 workers, second pack of a process", r["local_img_s"], 1.0),
-        ("ray, 2 CPUs, second pack of a driver", r["ray_warm_img_s"], r["ray_warm_vs_local"]),
-        ("local, 2 workers, first pack of a process", r["local_cold_img_s"], 1.0),
-        ("ray, 2 CPUs, first pack of a new driver", r["ray_cold_img_s"], r["ray_cold_vs_local"]),
+    notes = (
+        f"images: {r['images']} (hymenoptera x{args.repeat}, 224x224), medians of "
+        f"{args.rounds} alternating rounds (shared machine, compare within a run); single-core "
+        f"pack cost {r['per_image_s'] * 1e3:.2f} ms/img; Ray start-up (2 CPUs, once) "
+        f"{r['ray_start_s']:.1f} s"
     )
-    for name, rate, ratio in rows:
-        print(f"| {name} | {rate:.0f} | {ratio:.2f} |")
+    engines = [
+        ["local, 2 workers, second pack of a process", r["local_img_s"], 1.0],
+        ["ray, 2 CPUs, second pack of a driver", r["ray_warm_img_s"], r["ray_warm_vs_local"]],
+        ["local, 2 workers, first pack of a process", r["local_cold_img_s"], 1.0],
+        ["ray, 2 CPUs, first pack of a new driver", r["ray_cold_img_s"], r["ray_cold_vs_local"]],
+    ]
+    harness.report(
+        "Ray vs local, S3 packs and reads", ["engine", "img/s", "/ local"], engines, notes
+    )
     print(
         f"\nper-task cost (CPU-ms): local {r['local_task_s'] * 1e3:.2f}, "
         f"ray {r['ray_task_s'] * 1e3:.2f}; Ray's per-task cost < 5% from "
-        f"{r['images_per_task_5pct']:.0f} images per task"
+        f"{r['images_per_task_5pct']:.0f} images per task\n"
     )
-    print(
-        "\n| pack (local engine, 2 workers) | disk -> disk img/s | S3 -> S3 img/s | / disk "
-        "| server's GET ceiling, img/s | / ceiling |\n|---|---:|---:|---:|---:|---:|"
-    )
+    s3 = []
     for ms in (0, 20):
-        disk, s3, ceiling = (r[f"{k}_{ms}ms"] for k in ("disk_img_s", "s3_img_s", "get_ceiling"))
-        print(
-            f"| moto on 127.0.0.1, +{ms} ms per request | {disk:.0f} | {s3:.0f} | "
-            f"{s3 / disk:.2f} | {ceiling:.0f} | {s3 / ceiling:.2f} |"
+        disk, remote, ceiling = (
+            r[f"{k}_{ms}ms"] for k in ("disk_img_s", "s3_img_s", "get_ceiling")
         )
+        s3.append(
+            [
+                f"moto on 127.0.0.1, +{ms} ms per request",
+                disk,
+                remote,
+                remote / disk,
+                ceiling,
+                remote / ceiling,
+            ]
+        )
+    headers = [
+        "pack (local engine, 2 workers)",
+        "disk -> disk img/s",
+        "S3 -> S3 img/s",
+        "/ disk",
+        "server's GET ceiling, img/s",
+        "/ ceiling",
+    ]
+    print(harness.table(headers, s3))
     print(
         "\nCPU ms per image, no added latency: disk -> disk pack "
         f"{r['disk_pack_cpu_ms_0ms']:.1f}; S3 -> S3 pack {r['s3_pack_cpu_ms_0ms']:.1f} "
         f"(client side) + server {r['s3_server_cpu_ms_0ms']:.1f}; with a server that took no "
         f"CPU, S3 / disk could reach at most "
-        f"{r['disk_pack_cpu_ms_0ms'] / r['s3_pack_cpu_ms_0ms']:.2f} on these cores"
+        f"{r['disk_pack_cpu_ms_0ms'] / r['s3_pack_cpu_ms_0ms']:.2f} on these cores\n"
     )
-    print("\n| read (train split, pack order) | MB/s | ratio |\n|---|---:|---:|")
-    print(f"| s3fs cat of the shard files | {r['cat_MB_s']:.0f} | 1.00 |")
-    print(f"| packer, cold cache | {r['cold_MB_s']:.0f} | {r['cold_vs_cat']:.2f} (vs cat) |")
-    print(f"| local pack, warm | {r['local_read_MB_s']:.0f} | 1.00 |")
-    print(f"| packer, warm cache | {r['warm_MB_s']:.0f} | {r['warm_vs_local']:.2f} (vs local) |")
+    reads = [
+        ["s3fs cat of the shard files", r["cat_MB_s"], "1.00"],
+        ["packer, cold cache", r["cold_MB_s"], f"{r['cold_vs_cat']:.2f} (vs cat)"],
+        ["local pack, warm", r["local_read_MB_s"], "1.00"],
+        ["packer, warm cache", r["warm_MB_s"], f"{r['warm_vs_local']:.2f} (vs local)"],
+    ]
+    print(harness.table(["read (train split, pack order)", "MB/s", "ratio"], reads))
     print("\nImageNet-1k projection (whole-shard tasks of 256 MB, 16 cores per machine):\n")
-    print("| machines | cores | shards/core | minutes | img/s | source GB/s | GET/s |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
     rows = projection(r)
-    for p in rows:
-        print(
-            f"| {p['machines']} | {p['cores']} | {p['shards_per_core']:.2f} | "
-            f"{p['minutes']:.1f} | {p['img_s']:.0f} | {p['source_GB_s']:.2f} | {p['GET_s']:.0f} |"
+    print(
+        harness.table(
+            ["machines", "cores", "shards/core", "minutes", "img/s", "source GB/s", "GET/s"],
+            [
+                [
+                    p["machines"],
+                    p["cores"],
+                    p["shards_per_core"],
+                    f"{p['minutes']:.1f}",
+                    round(p["img_s"]),
+                    p["source_GB_s"],
+                    round(p["GET_s"]),
+                ]
+                for p in rows
+            ],
         )
+    )
     if args.json:
         args.json.write_text(json.dumps({"measured": r, "projection": rows}, indent=1))
 

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
+import harness
 import numpy as np
 import torch
 from PIL import Image
@@ -57,14 +57,6 @@ def source(data: Path, samples: int, root: Path) -> Path:
     return out
 
 
-def warm(pack: Path) -> None:
-    """Read every shard file once, so the timed reads find them in the page cache."""
-    for path in (pack / "train").iterdir():
-        with open(path, "rb") as f:
-            while f.read(16 << 20):
-                pass
-
-
 class JpegFolder(Dataset):
     """torchvision's ImageFolder + Resize(size) + CenterCrop(size) + PILToTensor, by hand."""
 
@@ -89,15 +81,6 @@ class JpegFolder(Dataset):
             return torch.from_numpy(np.array(image)).permute(2, 0, 1), label
 
 
-def endless(make_epoch: Callable[[int], Iterator]) -> Iterator[int]:
-    """Batch sizes of epoch after epoch (epoch number passed on, for set_epoch)."""
-    epoch = 0
-    while True:
-        for images, _ in make_epoch(epoch):
-            yield len(images)
-        epoch += 1
-
-
 def readers(pack: Path, src: Path, batch: int, size: int) -> dict[str, Iterator[int]]:
     seq_module = __import__("packer.keras", fromlist=["PackedSequence"])
     seq = seq_module.PackedSequence(pack, batch_size=batch, shuffle="global", seed=0)
@@ -117,28 +100,19 @@ def readers(pack: Path, src: Path, batch: int, size: int) -> dict[str, Iterator[
             ds.set_epoch(e)
             return iter(loader)
 
-        return endless(epoch)
+        return harness.endless(epoch)
 
     jpegs = DataLoader(
         JpegFolder(src, size), batch_size=batch, shuffle=True, num_workers=2,
         persistent_workers=True, drop_last=True,
     )  # fmt: skip
     return {
-        "PackedSequence": endless(sequence),
+        "PackedSequence": harness.endless(sequence),
         "torch map, workers 0": torch_reader(PackedDataset, 0, shuffle="global"),
         "torch map, workers 2": torch_reader(PackedDataset, 2, shuffle="global"),
         "torch iter, workers 2": torch_reader(PackedIterable, 2),
-        "JPEG folder, workers 2": endless(lambda e: iter(jpegs)),
+        "JPEG folder, workers 2": harness.endless(lambda e: iter(jpegs)),
     }
-
-
-def rate(batches: Iterator[int], seconds: float) -> float:
-    """Images per second over `seconds`, after two warm-up batches."""
-    next(batches), next(batches)
-    done, start = 0, time.perf_counter()
-    while (elapsed := time.perf_counter() - start) < seconds:
-        done += next(batches)
-    return done / elapsed
 
 
 def main() -> None:
@@ -159,26 +133,31 @@ def main() -> None:
         print(f"pack of {ds['train'].count} samples ready in {time.perf_counter() - start:.1f} s")
         pack = ds.root
         streams = readers(pack, src, args.batch_size, args.size)
-        rates: dict[str, list[float]] = {name: [] for name in streams}
-        for _ in range(args.rounds):
-            for name, batches in streams.items():
-                warm(pack)
-                rates[name].append(rate(batches, args.seconds))
+        steps = {name: stream.__next__ for name, stream in streams.items()}
+        rates = harness.side_by_side(
+            steps, args.seconds, args.rounds, lambda: harness.warm(pack / "train"), warmup=2
+        )
         report(rates, args)
 
 
 def report(rates: dict[str, list[float]], args: argparse.Namespace) -> None:
-    median = {name: statistics.median(values) for name, values in rates.items()}
-    reference, jpeg = median["PackedSequence"], median["JPEG folder, workers 2"]
-    print(f"\n{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-          f"torch {torch.__version__}; batch {args.batch_size}, {args.size}x{args.size} uint8, "
-          f"median of {args.rounds} rounds x {args.seconds:g} s, warm page cache\n")  # fmt: skip
-    print(f"{'reader':<24} {'img/s':>9} {'/ PackedSequence':>17} {'/ JPEG folder':>14}")
-    for name, value in median.items():
-        print(f"{name:<24} {value:>9.0f} {value / reference:>17.2f} {value / jpeg:>14.1f}")
-    worst = min(median[n] / reference for n in median if n.startswith("torch"))
+    by_sequence = harness.median_ratios(rates, "PackedSequence")
+    by_jpeg = harness.median_ratios(rates, "JPEG folder, workers 2")
+    rows = [
+        [name, statistics.median(values), by_sequence[name], by_jpeg[name]]
+        for name, values in rates.items()
+    ]
+    worst = min(by_sequence[n] for n in rates if n.startswith("torch"))
     verdict = "meets" if worst >= TARGET else "misses"
-    print(f"\nlowest packer.torch / PackedSequence: {worst:.2f} ({verdict} the {TARGET} target)")
+    notes = (
+        f"torch {torch.__version__}; batch {args.batch_size}, {args.size}x{args.size} uint8, "
+        f"median of {args.rounds} interleaved rounds x {args.seconds:g} s, warm page cache; "
+        f"shared machine, compare within a run.\n\nlowest packer.torch / PackedSequence: "
+        f"{worst:.2f} ({verdict} the {TARGET} target)"
+    )
+    harness.report(
+        "PyTorch readers", ["reader", "img/s", "/ PackedSequence", "/ JPEG folder"], rows, notes
+    )
 
 
 if __name__ == "__main__":

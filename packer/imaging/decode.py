@@ -5,33 +5,16 @@ the fastest correct backend, crops and resizes in the stored orientation (`resiz
 rotates/flips only the small result (`orientation.py`). It never touches a file: callers hand
 it the bytes, so that the same bytes can be read from any storage and hashed.
 
-Backends, from `benchmarks/bench_backends.py` (ms per image on one core; OpenCV 5.0.0 against
-Pillow-SIMD 12.1.1; CamVid 480x360 PNGs, hymenoptera JPEGs; a busy 2-core VM: read ratios):
-
-    case                                  OpenCV  Pillow-SIMD  max|diff|  used
-    PNG decode 480x360 RGB                 3.65      4.24         0      libspng (3)
-    JPEG decode, full size                 1.83      2.65         0      OpenCV
-    JPEG decode, DCT-reduced to 1/2        1.73      2.00         0      OpenCV
-    BMP / WebP decode                 0.10 / 2.93  0.24 / 3.23    0      OpenCV
-    TIFF / GIF decode                 0.28 / 5.68  0.41 / 1.68    0      Pillow (1)
-    8-bit mask PNG decode                  0.42      0.51         0      libspng (2)
-
-    46 JPEGs, short side >= 448 -> 224x224 area      ms   mean|d|  max|d|  (d: vs full decode
-    full decode + INTER_AREA                        4.67    0       0        + INTER_AREA)
-    DCT-reduce while >= 1x is left, then BOX        2.85    3.08    140
-    DCT-reduce while >= 2x is left, then HAMMING    3.01    0.40     23     used
-
-(1) TIFF's mode zoo and OpenCV 5's own TIFF orientation handling; GIF is 3x faster in Pillow.
-(2) libspng, as (3); other masks go to Pillow for its modes: palette indices + palette,
-    1-bit, 16-bit.
-(3) libspng (pyspng) decodes 8-bit grey, RGB and RGBA PNGs to the same pixels 1.4-1.7x faster
-than OpenCV's libpng on CamVid (2.5-2.95 against 3.7-4.9 ms; its filters are vectorised);
-palette, grey+alpha and 16-bit PNGs keep the paths above. pyspng has libspng skip every chunk
-CRC and zlib's Adler-32, so packer checks the chunk CRCs itself first (0.09 ms per CamVid
-image): damaged pixel data is refused, as libpng refuses it. For an APNG whose default image
-is not its first frame, libspng (and Pillow) give the default image, OpenCV the first frame.
-OpenCV decodes straight to RGB (IMREAD_COLOR_RGB: no BGR swap anywhere); 16-bit PNG keeps
-16 bits (IMREAD_ANYDEPTH) for an exact round(v / 257).
+Backends, chosen by `benchmarks/bench_backends.py` (its tables: benchmarks/README.md,
+"Decode and resize backends"): libspng (pyspng) for 8-bit grey, RGB and RGBA PNGs and 8-bit
+masks; OpenCV for JPEG (DCT-reduced while >= 2x is left, then Pillow's HAMMING), BMP and WebP;
+Pillow for TIFF and GIF (their mode zoo and orientation) and for the other masks (palette
+indices + palette, 1-bit, 16-bit). pyspng has libspng skip every chunk CRC and zlib's
+Adler-32, so packer checks the chunk CRCs itself first: damaged pixel data is refused, as
+libpng refuses it. For an APNG whose default image is not its first frame, libspng (and
+Pillow) give the default image, OpenCV the first frame. OpenCV decodes straight to RGB
+(IMREAD_COLOR_RGB: no BGR swap anywhere); 16-bit PNG keeps 16 bits (IMREAD_ANYDEPTH) for an
+exact round(v / 257).
 
 OpenCV 5 applies EXIF orientation inside `imdecode` (JPEG, PNG, WebP, TIFF; also in the
 REDUCED modes, except for TIFF), so it is always called with IMREAD_IGNORE_ORIENTATION and the

@@ -1,15 +1,9 @@
 """Crop and resize decoded pixels: the filter choice, OpenCV's exact area average for integer
 crop boxes, Pillow for the fractional boxes left by DCT-reduced JPEG decoding.
 
-From `benchmarks/bench_backends.py` (ms per image on one core, OpenCV 5.0.0 against
-Pillow-SIMD 12.1.1):
-
-    case                                  OpenCV  Pillow-SIMD  max|diff|  used
-    area 480x352 -> 240x176 (2x)           0.11      0.20 BOX     1      OpenCV
-    area 360x360 -> 224x224 (1.6x)         0.81      0.19 BOX    80      OpenCV
-
+OpenCV's exact INTER_AREA for area (see benchmarks/README.md, "Decode and resize backends").
 Pillow's BOX counts each source pixel wholly in or out, so at fractional ratios it is no area
-average (mean 1.3-2.4 grey levels off INTER_AREA); exact area is worth 0.6 ms. Pillow does
+average (its pixels land off INTER_AREA's); exact area is worth its cost. Pillow does
 nearest/linear/cubic/lanczos (antialiased when shrinking, unlike OpenCV's; one filter for every
 format) and the fractional crop boxes left by DCT reduction (HAMMING for area).
 """
@@ -68,8 +62,8 @@ def area_resize(pixels: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     """uint8 `pixels` resized to `size` (W, H) by OpenCV's INTER_AREA, its pixels exactly.
 
     Shrinking by a fractional ratio, OpenCV's float32 INTER_AREA with both conversions gives
-    the same pixels as its uint8 path 1.2-1.5x faster (0.68-0.90 against 1.02-1.17 ms for the
-    hymenoptera crops to 224x224; identical on those and on 800 random sizes). Integer ratios
+    the same pixels as its uint8 path, faster (identical on the hymenoptera crops to 224x224
+    and on 800 random sizes; timings in benchmarks/README.md). Integer ratios
     (a fast block average), enlargements (uint8 is fixed-point linear there, float32 is not)
     and crops over 4 MP (the float32 copy would cost 4x their memory) keep the uint8 path.
     """
