@@ -14,9 +14,9 @@ from __future__ import annotations
 import argparse
 import statistics
 import tempfile
-import time
 from pathlib import Path
 
+import harness
 import numpy as np
 
 from packer.formats.npy import NpyShardReader
@@ -27,15 +27,18 @@ SIZES_KB = (48, 256, 512, 1024, 2048, 4096, 8192, 16384)
 COUNT = 4096  # records in the shard: 200 MB
 
 
-def rate(reader: NpyShardReader, batch: int, seconds: float, rng: np.random.Generator) -> float:
-    """Bytes/s of shuffled batches of `batch` records read into one reused array."""
+def reads(reader: NpyShardReader, batch: int, processes: int) -> harness.Step:
+    """A step reading one shuffled batch of `batch` records into one reused array, as one of
+    `processes` reading processes (so with all the cores' threads or one); its bytes."""
     out = {"images": np.empty((batch, *RECORD), np.uint8)}
-    done, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        local = np.sort(rng.choice(COUNT, batch, replace=False))
-        gather.read([(reader, local, out)])
-        done += out["images"].nbytes
-    return done / (time.perf_counter() - start)
+    rng = np.random.default_rng(1)
+
+    def step() -> int:
+        gather.share_cores(processes)
+        gather.read([(reader, np.sort(rng.choice(COUNT, batch, replace=False)), out)])
+        return out["images"].nbytes
+
+    return step
 
 
 def main() -> None:
@@ -46,27 +49,31 @@ def main() -> None:
     cores = gather.usable_cores()
     gather.MIN_BYTES_PER_THREAD = 1
     record_bytes = int(np.prod(RECORD))
+    rows = []
     with tempfile.TemporaryDirectory(prefix="packer-gather-") as tmp:
         path = Path(tmp) / "images.npy"
         shard = np.lib.format.open_memmap(path, "w+", np.uint8, (COUNT, *RECORD))
         shard[:] = np.random.default_rng(0).integers(0, 256, shard.shape, np.uint8)
         shard.flush()
         reader = NpyShardReader({"images": path}, COUNT, None)
-        reader.open()
-        print(f"{cores} cores; record {record_bytes / 1024:.0f} KB; rounds {args.rounds}\n")
-        print("| batch | one thread GB/s | every core GB/s | every core / one thread |")
-        print("|---:|---:|---:|---:|")
         for kb in SIZES_KB:
             batch = max(1, kb * 1024 // record_bytes)
-            rates: dict[int, list[float]] = {1: [], cores: []}
-            for _ in range(args.rounds):
-                for sharing in (cores, 1):
-                    gather.share_cores(sharing)
-                    rng = np.random.default_rng(1)
-                    rates[gather.thread_count()].append(rate(reader, batch, args.seconds, rng))
-            one, every = (statistics.median(rates[k]) for k in (1, cores))
-            size = batch * record_bytes / 2**10
-            print(f"| {size:,.0f} KB | {one / 1e9:.1f} | {every / 1e9:.1f} | {every / one:.2f} |")
+            rates = harness.side_by_side(
+                {"one": reads(reader, batch, cores), "every": reads(reader, batch, 1)},
+                args.seconds,
+                args.rounds,
+            )
+            ratio = harness.ratios(rates, "one")["every"]
+            one, every = (statistics.median(rates[k]) / 1e9 for k in ("one", "every"))
+            rows.append(
+                [f"{batch * record_bytes / 1024:,.0f} KB", one, every, harness.spread(ratio)]
+            )
+    harness.report(
+        "Threads per batch: from what size they pay",
+        ["batch", "one thread GB/s", f"{cores} threads GB/s", f"{cores} threads / one"],
+        rows,
+        notes=f"Records of {record_bytes / 1024:.0f} KB, {args.rounds} interleaved rounds.",
+    )
 
 
 if __name__ == "__main__":

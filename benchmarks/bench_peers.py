@@ -51,13 +51,15 @@ import numpy as np
 # environment (the peers' one does not install it).
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
 import bench_read  # noqa: E402
+import harness  # noqa: E402
+from harness import linked_copy  # noqa: E402
 
 import packer  # noqa: E402
 from packer.reading import gather  # noqa: E402
 from packer.reading.dataset import PackedDataset  # noqa: E402
 from packer.synthetic import shapes_scene  # noqa: E402
 
-REPO = bench_read.REPO
+REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
 PEERS_PYTHON = REPO / ".venv-peers" / "bin" / "python"
 RESULTS = REPO / "benchmarks" / "results"
@@ -144,9 +146,9 @@ def time_reads(open_reader: Callable[[], Reader], files: list[Path], seconds: fl
     first = time.perf_counter() - start
     for _ in batches:  # the rest of the untimed epoch
         pass
-    bench_read.warm(files)
-    count, elapsed = bench_read.run_for(lambda: sum(len(images) for images, _ in epochs()), seconds)
-    return {"first_batch_s": first, "read_img_s": count / elapsed}
+    harness.warm(files)
+    rate = harness.run_for(lambda: sum(len(images) for images, _ in epochs()), seconds)
+    return {"first_batch_s": first, "read_img_s": rate}
 
 
 # --- the peers (their environment) -----------------------------------------------------------
@@ -406,29 +408,16 @@ def sources(synthetic: bool, tmp: Path, tile: int = 1) -> list[tuple[str, Path, 
     `tile` > 1, each train file is listed that many times (links), for epochs of real length."""
     found = []
     for name, folder, make, size in (
-        ("CamVid", "camvid", bench_read.make_synthetic, bench_read.SIZE),
+        ("CamVid", "camvid", bench_read.make_synthetic, harness.SIZE),
         ("ants/bees", "hymenoptera", make_synthetic_classes, CLASSIFICATION_SIZE),
     ):
         src = DATA / folder
         if synthetic or not src.is_dir():
             src, name = make(tmp / f"synthetic-{folder}"), f"{name} (synthetic)"
         if tile > 1:
-            src, name = tiled(src, tmp / f"tiled-{folder}", tile), f"{name} x{tile}"
+            src, name = linked_copy(src, tmp / f"tiled-{folder}", tile), f"{name} x{tile}"
         found.append((name, src, size))
     return found
-
-
-def tiled(src: Path, out: Path, times: int) -> Path:
-    """A copy of `src` made of links, whose train files (and their masks) appear `times` times."""
-    for path in sorted(p for p in src.rglob("*") if p.is_file()):
-        relative = path.relative_to(src)
-        copies = times if relative.parts[0].startswith("train") else 1
-        for k in range(copies):
-            name = f"{k}_{path.name}" if copies > 1 else path.name
-            link = out / relative.parent / name
-            link.parent.mkdir(parents=True, exist_ok=True)
-            link.symlink_to(path.resolve())
-    return out
 
 
 def pack_formats(src: Path, size: tuple[int, int], out: Path) -> dict[str, dict]:
@@ -440,7 +429,7 @@ def pack_formats(src: Path, size: tuple[int, int], out: Path) -> dict[str, dict]
         if fmt not in FORMATS:
             packs[fmt] = {"note": "format not in this checkout (packer.formats.FORMATS)"}
             continue
-        bench_read.warm(files_under(src))
+        harness.warm(src)
         try:
             start = time.perf_counter()
             ds = packer.pack(src, out=out / fmt, format=fmt, size=size, overwrite=True)
@@ -583,7 +572,7 @@ def keras_reader(spec: dict, batch: int) -> Reader:
 
 def sequence_reader(root: Path, batch: int) -> Reader:
     """`PackedSequence`, shuffled, uint8 (bench_read's), one epoch per call."""
-    seq = bench_read.open_sequence(root, batch)
+    seq = harness.open_sequence(root, batch)
 
     def epoch() -> Iterator:
         for i in range(len(seq)):
@@ -676,17 +665,21 @@ def packer_results(spec: dict, packs: dict[str, dict], batch: int, seconds: floa
             timing = time_reads(partial(open_reader, ds.root, batch), files, seconds)
             rows.append(result(kind, label, spec["name"], **timing))
         sample = sum(np.dtype(f.dtype).itemsize * int(np.prod(f.shape)) for f in ds.fields)
-        total = ds["train"].count * sample
-        rate = bench_read.copyto_rate(total, sample, batch, seconds)
-        label = "np.copyto of the same bytes, one core"
-        rows.append(result("copyto", label, spec["name"], read_img_s=rate))
+        rng = np.random.default_rng(1)
+        source = rng.integers(0, 256, ds["train"].count * sample, dtype=np.uint8)
         threads = gather.thread_count()
-        rate = bench_read.copyto_all_cores_rate(total, sample, batch, seconds, threads)
-        label = f"np.copyto of the same bytes, {threads} threads (all cores)"
-        rows.append(result("copyto-all", label, spec["name"], read_img_s=rate))
-        rate = bench_read.copyto_all_cores_rate(total, sample, batch, seconds, threads, held=8)
-        label = f"np.copyto, {threads} threads, into 8 batches in turn (tf.data's prefetch)"
-        rows.append(result("copyto-all-8", label, spec["name"], read_img_s=rate))
+        for kind, label, copiers, held in (
+            ("copyto", "np.copyto of the same bytes, one core", 1, 1),
+            (
+                "copyto-all",
+                f"np.copyto of the same bytes, {threads} threads (all cores)",
+                threads,
+                2,
+            ),
+            ("copyto-all-8", f"np.copyto, {threads} threads, into 8 batches in turn", threads, 8),
+        ):
+            rate = harness.copy_rate(source, sample, batch, seconds, copiers, held)
+            rows.append(result(kind, label, spec["name"], read_img_s=rate))
     return rows
 
 
@@ -754,7 +747,7 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict:
         rows += original_results(spec, args.batch_size, args.seconds)
         rows += packer_results(spec, packs[spec["name"]], args.batch_size, args.seconds)
     return {
-        "machine": bench_read.machine(),
+        "machine": harness.machine(),
         "date": time.strftime("%Y-%m-%d"),
         "load_average": [load_before, os.getloadavg()[0]],
         "batch": args.batch_size,

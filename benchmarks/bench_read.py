@@ -28,34 +28,31 @@ from __future__ import annotations
 
 import argparse
 import functools
-import itertools
 import json
 import multiprocessing
-import os
-import platform
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import cv2
+import harness
 import numpy as np
 from PIL import Image
 
 import packer
 from packer.processes import start_method
+from packer.reading import gather
 from packer.reading.dataset import PackedDataset
 from packer.synthetic import shapes_scene
 
 if TYPE_CHECKING:
-    from packer.keras import PackedSequence
+    pass
 
 REPO = Path(__file__).resolve().parents[1]
-CAMVID = REPO.parent / "shared" / "data" / "camvid"
-SIZE = (480, 352)  # (W, H) of every sample the benchmark reads
+CAMVID, SIZE = harness.CAMVID, harness.SIZE  # (W, H) of every sample the benchmark reads
 SOURCE_SIZE = (480, 360)
 NUM_CLASSES = 12
 SYNTHETIC_SPLITS = {"train": 150, "val": 50}
@@ -64,6 +61,7 @@ TARGETS = {
     "packed / naive": 100.0,
     "packed / copyto": 0.8,
     "packed / copyto, two buffers": 0.8,
+    "packed / copyto, every core": 0.9,
     "pack workers 2 / 1": 1.7,
     "tf tfrecord / tf decode": 20.0,
     "tf tfrecord / PackedSequence": 0.5,
@@ -88,18 +86,6 @@ def parse_args(description: str = __doc__, rounds: bool = True) -> argparse.Name
     return parser.parse_args()
 
 
-def machine() -> str:
-    """CPU model and core count."""
-    model = platform.processor() or "unknown CPU"
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    return f"{model}, {os.cpu_count()} cores"
-
-
 def make_synthetic(root: Path, seed: int = 0) -> Path:
     """A CamVid-like source: <split>/ PNGs, <split>annot/ grayscale index masks, class_dict.csv."""
     rng = np.random.default_rng(seed)
@@ -113,22 +99,6 @@ def make_synthetic(root: Path, seed: int = 0) -> Path:
     rows = [f"class_{c},{20 * c},{255 - 20 * c},{(97 * c) % 256}" for c in range(NUM_CLASSES)]
     (root / "class_dict.csv").write_text("\n".join(["name,r,g,b", *rows]) + "\n")
     return root
-
-
-def warm(paths: list[Path]) -> None:
-    """Read files once so that the timed run finds them in the page cache."""
-    for path in paths:
-        with open(path, "rb") as f:
-            while f.read(1 << 24):
-                pass
-
-
-def run_for(epoch: Callable[[], int], seconds: float) -> tuple[int, float]:
-    """Repeat `epoch` (returning the units it did) until `seconds` passed: (units, seconds)."""
-    samples, start = 0, time.perf_counter()
-    while (elapsed := time.perf_counter() - start) < seconds or samples == 0:
-        samples += epoch()
-    return samples, elapsed
 
 
 def time_pack(src: Path, out: Path, workers: int) -> tuple[PackedDataset, float]:
@@ -162,37 +132,6 @@ def naive_epoch(pairs: list[tuple[Path, Path]], batch: int, rng: np.random.Gener
         images, _ = naive_batch([pairs[i] for i in order[start : start + batch]])
         samples += len(images)
     return samples
-
-
-def packed_epoch(seq: PackedSequence) -> int:
-    """One epoch of `PackedSequence` batches; returns the number of samples."""
-    samples = 0
-    for i in range(len(seq)):
-        images, _ = seq[i]
-        samples += len(images)
-    seq.on_epoch_end()
-    return samples
-
-
-def copyto_epoch(source: np.ndarray, buffers: list[np.ndarray], batch_bytes: int) -> int:
-    """Copy `source` batch-sized chunk by chunk into `buffers` in turn; returns the bytes copied.
-
-    One buffer stays in the CPU cache (the issue's memcpy limit); two in turn are what a reader
-    must use when the training loop still holds batch i while it asks for batch i+1.
-    """
-    for k, start in enumerate(range(0, source.size, batch_bytes)):
-        chunk = source[start : start + batch_bytes]
-        np.copyto(buffers[k % len(buffers)][: chunk.size], chunk)
-    return source.size
-
-
-def open_sequence(root: Path, batch: int) -> PackedSequence:
-    """A shuffled `PackedSequence` over the train split (imports Keras only when needed)."""
-    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from packer.keras import PackedSequence
-
-    return PackedSequence(root, split="train", batch_size=batch, shuffle=True, seed=0)
 
 
 def row(name: str, images_per_s: float, sample_bytes: int, base: float) -> dict:
@@ -239,7 +178,7 @@ def decode_rates(pairs: list[tuple[Path, Path]]) -> dict[str, float]:
     """(e) Pairs/s decoded by 1 and by 2 forked processes, best of two runs each."""
     rates: dict[str, float] = {}
     for workers in (1, 2, 1, 2):
-        warm([p for pair in pairs for p in pair])
+        harness.warm([p for pair in pairs for p in pair])
         start = time.perf_counter()
         context = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(workers, mp_context=context) as pool:
@@ -254,7 +193,7 @@ def pack_rates(src: Path, tmp: Path) -> tuple[PackedDataset, dict[str, float]]:
     sources = sorted(src.rglob("*.png"))
     rates = {}
     for workers in (1, 2):
-        warm(sources)
+        harness.warm(sources)
         method = start_method()
         ds, seconds = time_pack(src, tmp / f"pack-w{workers}", workers)
         count = sum(s.count for s in ds.splits.values())
@@ -265,81 +204,46 @@ def pack_rates(src: Path, tmp: Path) -> tuple[PackedDataset, dict[str, float]]:
 def naive_rate(pairs: list[tuple[Path, Path]], batch: int, seconds: float) -> float:
     """(a) Images/s of the naive loop over `pairs`, shuffled, sources in the page cache."""
     rng = np.random.default_rng(0)
-    warm([p for pair in pairs for p in pair])
-    n, t = run_for(lambda: naive_epoch(pairs, batch, rng), seconds)
-    return n / t
+    harness.warm([p for pair in pairs for p in pair])
+    return harness.run_for(lambda: naive_epoch(pairs, batch, rng), seconds)
 
 
 def read_rates(
     ds: PackedDataset, sample_bytes: int, batch: int, seconds: float, rounds: int
-) -> tuple[float, float, float]:
+) -> tuple[float, float, float, float]:
     """(b) and (c): images/s of `PackedSequence` on the train split and of np.copyto moving
-    the same bytes per batch out of a RAM array into one buffer and into two in turn, in
+    the same bytes per batch out of a RAM array into one buffer and into two in turn, and by
+    a thread per core the process may use into two buffers (the all-core ceiling), in
     alternating rounds (drift and busy neighbours hit all alike); the medians. Shard files
     are warmed before each round."""
-    seq = open_sequence(ds.root, batch)
-    packed_epoch(seq)  # untimed: opens the memmaps
+    seq = harness.open_sequence(ds.root, batch)
+    harness.sequence_epoch(seq)  # untimed: opens the memmaps
     shard_files = [ds.root / f["path"] for s in ds["train"].shards for f in s["files"]]
     source = np.random.default_rng(1).integers(
         0, 256, ds["train"].count * sample_bytes, dtype=np.uint8
     )
     buffers = [np.empty(batch * sample_bytes, np.uint8) for _ in range(2)]
-    rates: dict[str, list[float]] = {"packed": [], "copyto": [], "copyto_2": []}
+    rates: dict[str, list[float]] = {"packed": [], "copyto": [], "copyto_2": [], "all": []}
+    threads = gather.thread_count()
     for _ in range(rounds):
-        warm(shard_files)
-        n, t = run_for(lambda: packed_epoch(seq), seconds / rounds)
-        rates["packed"].append(n / t)
+        harness.warm(shard_files)
+        rate = harness.run_for(lambda: harness.sequence_epoch(seq), seconds / rounds)
+        rates["packed"].append(rate)
         for key, used in (("copyto", buffers[:1]), ("copyto_2", buffers)):
-            n, t = run_for(
-                functools.partial(copyto_epoch, source, used, batch * sample_bytes),
-                seconds / rounds,
-            )
-            rates[key].append(n / sample_bytes / t)
-    packed, copyto, copyto_2 = (statistics.median(rates[k]) for k in rates)
-    return packed, copyto, copyto_2
+            copy = functools.partial(harness.copyto_epoch, source, used, batch * sample_bytes)
+            rates[key].append(harness.run_for(copy, seconds / rounds) / sample_bytes)
+        rate = harness.copy_rate(source, sample_bytes, batch, seconds / rounds, threads, held=2)
+        rates["all"].append(rate)
+    packed, copyto, copyto_2, every = (statistics.median(rates[k]) for k in rates)
+    return packed, copyto, copyto_2, every
 
 
 def packed_rate(ds: PackedDataset, batch: int, seconds: float) -> float:
     """(b) Images/s of `PackedSequence` on the train split, shard files warmed just before."""
-    seq = open_sequence(ds.root, batch)
-    packed_epoch(seq)  # untimed: opens the memmaps
-    warm([ds.root / f["path"] for s in ds["train"].shards for f in s["files"]])
-    n, t = run_for(lambda: packed_epoch(seq), seconds)
-    return n / t
-
-
-def copyto_rate(total_bytes: int, sample_bytes: int, batch: int, seconds: float) -> float:
-    """(c) Images/s of np.copyto moving the same bytes per batch out of a RAM array."""
-    source = np.random.default_rng(1).integers(0, 256, total_bytes, dtype=np.uint8)
-    buffer = np.empty(batch * sample_bytes, np.uint8)
-    n, t = run_for(lambda: copyto_epoch(source, [buffer], buffer.size), seconds)
-    return n / sample_bytes / t
-
-
-def copyto_all_cores_rate(
-    total_bytes: int, sample_bytes: int, batch: int, seconds: float, threads: int, held: int = 2
-) -> float:
-    """Images/s of the same bytes per batch copied by `threads` threads at once, each its part
-    of the batch, into `held` buffers in turn (the batches the consumer holds: two for a
-    training loop, more behind tf.data's prefetch): the copy ceiling of every core."""
-    source = np.random.default_rng(1).integers(0, 256, total_bytes, dtype=np.uint8)
-    buffers = [np.empty(batch * sample_bytes, np.uint8) for _ in range(held)]
-    step = batch * sample_bytes
-
-    def epoch(pool: ThreadPoolExecutor) -> int:
-        for k, start in enumerate(range(0, source.size, step)):
-            chunk, buffer = source[start : start + step], buffers[k % held]
-            cuts = np.linspace(0, chunk.size, threads + 1).astype(int)
-            parts = [(buffer[a:b], chunk[a:b]) for a, b in itertools.pairwise(cuts)]
-            futures = [pool.submit(np.copyto, *part) for part in parts[1:]]
-            np.copyto(*parts[0])
-            for future in futures:
-                future.result()
-        return source.size
-
-    with ThreadPoolExecutor(max(1, threads - 1)) as pool:
-        n, t = run_for(lambda: epoch(pool), seconds)
-    return n / sample_bytes / t
+    seq = harness.open_sequence(ds.root, batch)
+    harness.sequence_epoch(seq)  # untimed: opens the memmaps
+    harness.warm([ds.root / f["path"] for s in ds["train"].shards for f in s["files"]])
+    return harness.run_for(lambda: harness.sequence_epoch(seq), seconds)
 
 
 def stream_rate(batches, seconds: float) -> float:
@@ -347,8 +251,7 @@ def stream_rate(batches, seconds: float) -> float:
     iterator = iter(batches)
     for _ in range(4):
         next(iterator)
-    n, t = run_for(lambda: len(next(iterator)[0]), seconds)
-    return n / t
+    return harness.run_for(lambda: len(next(iterator)[0]), seconds)
 
 
 def tf_decode_rate(pairs: list[tuple[Path, Path]], batch: int, seconds: float) -> float:
@@ -365,7 +268,7 @@ def tf_decode_rate(pairs: list[tuple[Path, Path]], batch: int, seconds: float) -
         return image, tf.one_hot(tf.cast(mask, tf.int32), NUM_CLASSES)
 
     paths = ([str(i) for i, _ in pairs], [str(m) for _, m in pairs])
-    warm([p for pair in pairs for p in pair])
+    harness.warm([p for pair in pairs for p in pair])
     batches = (
         tf.data.Dataset.from_tensor_slices(paths)
         .shuffle(len(pairs), seed=0)
@@ -384,7 +287,7 @@ def tf_packed_rate(
     import packer.tf
 
     batches = packer.tf.dataset(ds.root, "train", batch, shuffle=True, repeat=True, stream=stream)
-    warm([ds.root / f["path"] for s in ds["train"].shards for f in s["files"]])
+    harness.warm([ds.root / f["path"] for s in ds["train"].shards for f in s["files"]])
     return stream_rate(batches, seconds)
 
 
@@ -403,7 +306,7 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict:
     size = sum(np.dtype(f.dtype).itemsize * int(np.prod(f.shape)) for f in ds.fields)
     batch, seconds = args.batch_size, args.seconds
     naive = naive_rate(pairs, batch, seconds)
-    packed, copyto, copyto_2 = read_rates(ds, size, batch, 2 * seconds, args.rounds)
+    packed, copyto, copyto_2, every = read_rates(ds, size, batch, 2 * seconds, args.rounds)
     tf_decode = tf_decode_rate(pairs, batch, seconds)
     tf_tfrecord = tf_packed_rate(tfrecords, batch, seconds)
     tf_random = tf_packed_rate(tfrecords, batch, seconds, stream=False)
@@ -413,7 +316,7 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict:
     count = sum(s.count for s in ds.splits.values())
     (d1, d2), (e1, e2) = pack.values(), decode.values()
     return {
-        "machine": machine(),
+        "machine": harness.machine(),
         "dataset": f"{label}: {train.count} train samples read, {count} packed",
         "image_size": f"{SIZE[0]}x{SIZE[1]}",
         "sample_bytes": size,
@@ -425,6 +328,7 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict:
                 (f"(b) PackedSequence uint8, batch {batch}", packed),
                 ("(c) np.copyto, same bytes per batch, one buffer", copyto),
                 ("(c) np.copyto, same bytes per batch, two buffers in turn", copyto_2),
+                ("(c) np.copyto, same bytes, a thread per core, two buffers in turn", every),
                 (f"(f) tf.data decode_png, resize, float32 + one-hot, batch {batch}", tf_decode),
                 (f"(g) packer.tf.dataset, tfrecord ({shards} shards), uint8", tf_tfrecord),
                 ("(g) packer.tf.dataset, tfrecord, stream=False, uint8", tf_random),
@@ -437,6 +341,7 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict:
             check("packed / naive", packed / naive),
             check("packed / copyto", packed / copyto),
             check("packed / copyto, two buffers", packed / copyto_2),
+            check("packed / copyto, every core", packed / every),
             check("pack workers 2 / 1", d2 / d1),
             check("tf tfrecord / tf decode", tf_tfrecord / tf_decode),
             check("tf tfrecord / PackedSequence", tf_tfrecord / packed),
