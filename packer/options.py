@@ -136,11 +136,6 @@ class Options:
         ]
 
 
-def defaults(options: Iterable[Option]) -> dict[str, Any]:
-    """name -> default of each option."""
-    return {o.name: o.default for o in options}
-
-
 def resolve(declared: Iterable[Option], given: Mapping[str, Any]) -> dict[str, Any]:
     """Every declared option's value: the given one, checked, else its default. Names that
     are not declared are left to the caller (see `refuse_unknown`)."""
