@@ -20,7 +20,7 @@ from .flags import command_line_wording
 from .formats import FORMATS
 from .packing import preflight
 from .packing.ledger import Ledger
-from .packing.options import OUT, PLAN_OPTIONS, RUN_OPTIONS, SIZE
+from .packing.options import OUT, PLAN_OPTIONS, RUN_OPTIONS, SIZE, RunOptions
 from .reading.dataset import open_dataset
 from .verify import verify
 
@@ -97,8 +97,10 @@ def pack_command(ctx, src, out, fmt, size, dry_run, **options) -> None:
     options = {k: v for k, v in options.items() if v is not None}
     options["coco"] = options.get("coco") or None
     options["progress"] = options["progress"] and sys.stderr.isatty()  # no `\r` bar in a file
-    run = {o.name: options.pop(o.name) for o in RUN_OPTIONS if o.name in options}
-    engine_options = engines.options_for(run["engine"], options)
+    run = RunOptions.resolve(
+        {o.name: options.pop(o.name) for o in RUN_OPTIONS if o.name in options}
+    )
+    engine_options = engines.options_for(run.engine, options)
     planned = {k: v for k, v in options.items() if k not in engines.option_names()}
     signal.signal(signal.SIGTERM, _terminated)
     command = command_line(ctx)

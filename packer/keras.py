@@ -11,64 +11,43 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import TYPE_CHECKING, Annotated
+from dataclasses import dataclass
 
 import keras
 import numpy as np
 
+from .augment import Augment
 from .keras_backup import BackupAndRestore
+from .options import option
 from .reading.loader import Loader
-from .reading.options import (
-    BATCH_SIZE,
-    SPLIT,
-    Default,
-    LoaderOptions,
-    documented,
-    options_of,
-    resolve,
-    with_signature,
-)
+from .reading.options import BATCH_SIZE, SPLIT, LoaderOptions, documented
 from .reading.pipeline import Pipeline, asking_threads
-
-if TYPE_CHECKING:
-    from typing import Unpack
 
 __all__ = ["BackupAndRestore", "PackedSequence"]
 
 
-class SequenceOptions(LoaderOptions, total=False):
+@dataclass(frozen=True)
+class SequenceOptions(LoaderOptions):
     """PackedSequence's own options, besides the readers' (`reading.options`)."""
 
-    workers: Annotated[
-        int,
-        Default(
-            1,
-            "N > 1: N packer-owned processes read (and augment) batches into shared memory "
-            "(no pixels through pipes), and Keras sees as many threads, which only ask for "
-            "batches, so that model.fit's shuffled batch order is made ahead too.",
-        ),
-    ]
-    max_queue_size: Annotated[
-        int | None,
-        Default(
-            None,
-            "Batches the workers make ahead.",
-            shown="twice workers for packer's workers, else Keras' default",
-        ),
-    ]
-    use_multiprocessing: Annotated[
-        bool,
-        Default(
-            False,
-            "Keras' own worker processes instead of packer's (batches pickled through pipes: "
-            "slower).",
-        ),
-    ]
+    workers: int = option(
+        1,
+        "N > 1: N packer-owned processes read (and augment) batches into shared memory "
+        "(no pixels through pipes), and Keras sees as many threads, which only ask for "
+        "batches, so that model.fit's shuffled batch order is made ahead too.",
+    )
+    max_queue_size: int | None = option(
+        None,
+        "Batches the workers make ahead.",
+        shown="twice workers for packer's workers, else Keras' default",
+    )
+    use_multiprocessing: bool = option(
+        False,
+        "Keras' own worker processes instead of packer's (batches pickled through pipes: slower).",
+    )
 
 
-SEQUENCE_OPTIONS = options_of(SequenceOptions)
-
-
+@documented(SequenceOptions)
 class PackedSequence(keras.utils.PyDataset):
     """Batches `(images, targets)` of one split; shuffled in a new seeded order every epoch.
 
@@ -87,20 +66,33 @@ class PackedSequence(keras.utils.PyDataset):
     def __init__(
         self,
         path: str | os.PathLike,
-        split: str = SPLIT.default,
-        batch_size: int = BATCH_SIZE.default,
-        **options: Unpack[SequenceOptions],
+        split: str = SPLIT,
+        batch_size: int = BATCH_SIZE,
+        *,
+        shuffle: bool | str = True,
+        one_hot: bool = False,
+        normalize: str | None = None,
+        drop_remainder: bool = False,
+        seed: int | None = None,
+        rank: int | None = 0,
+        world_size: int | None = 1,
+        uneven: str | None = "pad",
+        augment: Augment | None = None,
+        max_boxes: int = 100,
+        cache_dir: str | os.PathLike | None = None,
+        cache_bytes: int | None = None,
+        shuffle_window: int | None = None,
+        workers: int = 1,
+        max_queue_size: int | None = None,
+        use_multiprocessing: bool = False,
     ) -> None:
-        given = resolve(SEQUENCE_OPTIONS, options, "PackedSequence")
-        workers = given.pop("workers")
-        max_queue_size = given.pop("max_queue_size")
-        keras_processes = given.pop("use_multiprocessing")
-        ours = workers > 1 and not keras_processes
+        o = SequenceOptions.of(locals())
+        ours = workers > 1 and not use_multiprocessing
         if ours:
             max_queue_size = max_queue_size or 2 * workers
             keras_options = asking_threads(max_queue_size)
         else:
-            keras_options = {"workers": workers, "use_multiprocessing": keras_processes}
+            keras_options = {"workers": workers, "use_multiprocessing": use_multiprocessing}
             if max_queue_size is not None:
                 keras_options["max_queue_size"] = max_queue_size
         super().__init__(**keras_options)
@@ -108,7 +100,7 @@ class PackedSequence(keras.utils.PyDataset):
         self.max_ahead = max_queue_size
         self._pipeline: Pipeline | None = None
         self._starting = threading.Lock()
-        self.loader = Loader(path, split, batch_size, **given)
+        self.loader = Loader.with_options(path, split, batch_size, o)
 
     def __len__(self) -> int:
         return len(self.loader)
@@ -169,7 +161,3 @@ class PackedSequence(keras.utils.PyDataset):
         """Resume from `state` (or every rank's, which must agree); its seed is taken."""
         self.loader.load_state_dict(state)
         self._tell_workers("load_state_dict", state)
-
-
-with_signature(PackedSequence.__init__, SEQUENCE_OPTIONS)
-documented(PackedSequence, SEQUENCE_OPTIONS)

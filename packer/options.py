@@ -1,19 +1,24 @@
-"""Every option of a pack, declared once: its name, default, help and the kind of value it takes.
+"""The option model: every option is a field of a frozen dataclass, one dataclass per stage.
 
-The command line builds its flags from these declarations (`cli_params`), `make_plan` and
-`packer.pack()` take their defaults from them and check values through them, and their
-signatures (what `help()` and `inspect` show) are made from them, so a default, a choice or a
-help text is never written twice. Formats (`formats.FormatOption`) and engines (each engine's
-`OPTIONS`) declare their own options with the same `Option`.
+A field's name is the option's Python keyword (`--name-with-dashes` on the command line), its
+type and default the option's, and its metadata (`option(...)`) an `Option`: the help text and
+how the command line spells and reads it (kind, choices, range, the default as typed or as
+words). The pack's stages (`packing.options.PlanOptions`, `RunOptions`), the engines and the
+readers (`reading.options`) declare theirs so. From a dataclass come its `Option`s (`declared`,
+which `cli_params.declared_options` turns into click options), its checked, typed value from
+what a caller gave (`Options.resolve`: the same one-line errors from Python and the command
+line) or from a reader's arguments (`Options.of`), and the lines its reader's docstring lists
+(`Options.describe`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import inspect
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
 
 from .errors import PackError
 from .flags import flag
@@ -31,6 +36,9 @@ KINDS = (
     "bytes",  # a byte count with an optional unit (256MB)
     "split",  # name=fraction pairs
 )
+
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -79,9 +87,53 @@ class Option:
         return (low is None or value >= low) and (high is None or value <= high)
 
 
-def defaults(options: Iterable[Option]) -> dict[str, Any]:
-    """name -> default of each option."""
-    return {o.name: o.default for o in options}
+def option(default: Any, help: str, **spelling: Any) -> Any:
+    """A dataclass field for one option: its default, its help in a sentence or two, and how
+    the command line spells it (`kind`, `choices`, `range`, `shown`, `cli_default`,
+    `multiple`, `engine`: see `Option`)."""
+    return field(default=default, metadata={"option": Option("", default, help, **spelling)})
+
+
+def again(base: type, name: str, default: Any, shown: str | None = None, help: str = "") -> Any:
+    """`base`'s option `name` declared again with another default (and help, when given), as a
+    reader whose default differs declares it."""
+    declared = base.__dataclass_fields__[name].metadata["option"]
+    return field(
+        default=default,
+        metadata={
+            "option": replace(declared, default=default, help=help or declared.help, shown=shown)
+        },
+    )
+
+
+def declared(options: type) -> tuple[Option, ...]:
+    """The `Option` of each field of an options dataclass, in order."""
+    return tuple(replace(f.metadata["option"], name=f.name) for f in dataclasses.fields(options))
+
+
+class Options:
+    """What every options dataclass can do: be resolved from what a caller gave, be built from
+    a reader's arguments, list itself."""
+
+    @classmethod
+    def resolve(cls: type[T], given: Mapping[str, Any]) -> T:
+        """The typed options: each given value checked (a PackError naming the option for one
+        it does not take), the defaults for the rest; names not declared are left to the
+        caller (see `refuse_unknown`)."""
+        return cls(**resolve(declared(cls), given))
+
+    @classmethod
+    def of(cls: type[T], arguments: Mapping[str, Any]) -> T:
+        """The options among `arguments` (a reader's `locals()`): one typed value."""
+        return cls(**{f.name: arguments[f.name] for f in dataclasses.fields(cls)})
+
+    @classmethod
+    def describe(cls) -> list[str]:
+        """`name=default (shown): help` of each option, in order."""
+        return [
+            f"{o.name}={o.default!r}{f' ({o.shown})' if o.shown else ''}: {o.help}"
+            for o in declared(cls)
+        ]
 
 
 def resolve(declared: Iterable[Option], given: Mapping[str, Any]) -> dict[str, Any]:

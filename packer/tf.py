@@ -31,31 +31,20 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from types import SimpleNamespace
-from typing import TYPE_CHECKING, Annotated
+from dataclasses import dataclass
 
 import tensorflow as tf
 
+from .augment import Augment
 from .formats import tfrecord
 from .manifest import OBJECT_TASKS
+from .options import again, option
 from .reading.dataset import Split
 from .reading.loader import check_augment_fits
 from .reading.mixture_read import open_split
-from .reading.options import (
-    BATCH_SIZE,
-    SPLIT,
-    Default,
-    ReaderOptions,
-    documented,
-    options_of,
-    resolve,
-    with_signature,
-)
+from .reading.options import BATCH_SIZE, SPLIT, ReaderOptions, documented
 from .reading.transforms import BatchTransform
 from .tf_indexed import Order, indexed
-
-if TYPE_CHECKING:
-    from typing import Unpack
 
 Decoder = Callable[[tf.Tensor], dict[str, tf.Tensor]]
 
@@ -66,82 +55,89 @@ INTERLEAVE_FILES = 16  # shard files read at once when shuffling
 READ_BUFFER = 0
 
 
-class TfOptions(ReaderOptions, total=False):
-    """`packer.tf.dataset`'s own options, besides the readers' (`reading.options`)."""
+@dataclass(frozen=True)
+class TfOptions(ReaderOptions):
+    """`packer.tf.dataset`'s own options, besides the readers' (`reading.options`), and the
+    readers' whose default or meaning differs here."""
 
-    repeat: Annotated[
-        bool,
-        Default(
-            False,
-            "One endless iterator over epoch after epoch, whose place tf.train.Checkpoint "
-            "saves (Keras otherwise makes a new iterator every epoch).",
-        ),
-    ]
-    deterministic: Annotated[
-        bool | None,
-        Default(
-            None,
-            "Whether parallel steps keep their order (False: faster, in any order).",
-            shown="when there is a seed or no shuffling",
-        ),
-    ]
-    shuffle_buffer: Annotated[
-        int,
-        Default(
-            DEFAULT_SHUFFLE_BUFFER,
-            "Records in a streamed pack's shuffle buffer (random access shuffles uniformly).",
-        ),
-    ]
-    input_context: Annotated[
-        tf.distribute.InputContext | None,
-        Default(
-            None,
-            "From strategy.distribute_datasets_from_function: this input pipeline's share (its "
-            "own shard files when streaming, its own samples with random access or fewer files "
-            "than pipelines); batch_size is per pipeline. Not with rank/world_size.",
-        ),
-    ]
-    stream: Annotated[
-        bool | None,
-        Default(
-            None,
-            "Stream a tfrecord pack's files through TensorFlow's TFRecord reader (True) rather "
-            "than read batches by random access through packer's shard readers (several times "
-            "faster).",
-            shown="gzip tfrecord packs only",
-        ),
-    ]
-    start: Annotated[
-        int | dict | list[dict] | None,
-        Default(
-            None,
-            "Where to resume (random access): the batches consumed since epoch 0 (with the "
-            "interrupted dataset's seed), or a packer reader's state_dict.",
-        ),
-    ]
-
-
-TF_OPTIONS = options_of(
-    TfOptions,
-    shuffle=Default(
+    shuffle: bool | str = again(
+        ReaderOptions,
+        "shuffle",
         True,
-        'True ("global" too) or False: random access shuffles uniformly, a streamed pack '
+        help='True ("global" too) or False: random access shuffles uniformly, a streamed pack '
         "through `shuffle_buffer`.",
-    ),
-    seed=Default(None, shown="a fresh one per dataset; 0 with several pipelines"),
-    rank=Default(None, shown="input_context's pipeline, else 0"),
-    world_size=Default(None, shown="input_context's pipelines, else 1"),
-    uneven=Default(
-        None, shown='"pad" with world_size, else "allow": tf.distribute takes partial batches'
-    ),
-)
+    )
+    seed: int | None = again(
+        ReaderOptions, "seed", None, shown="a fresh one per dataset; 0 with several pipelines"
+    )
+    rank: int | None = again(ReaderOptions, "rank", None, shown="input_context's pipeline, else 0")
+    world_size: int | None = again(
+        ReaderOptions, "world_size", None, shown="input_context's pipelines, else 1"
+    )
+    uneven: str | None = again(
+        ReaderOptions,
+        "uneven",
+        None,
+        shown='"pad" with world_size, else "allow": tf.distribute takes partial batches',
+    )
+    repeat: bool = option(
+        False,
+        "One endless iterator over epoch after epoch, whose place tf.train.Checkpoint "
+        "saves (Keras otherwise makes a new iterator every epoch).",
+    )
+    deterministic: bool | None = option(
+        None,
+        "Whether parallel steps keep their order (False: faster, in any order).",
+        shown="when there is a seed or no shuffling",
+    )
+    shuffle_buffer: int = option(
+        DEFAULT_SHUFFLE_BUFFER,
+        "Records in a streamed pack's shuffle buffer (random access shuffles uniformly).",
+    )
+    input_context: tf.distribute.InputContext | None = option(
+        None,
+        "From strategy.distribute_datasets_from_function: this input pipeline's share (its "
+        "own shard files when streaming, its own samples with random access or fewer files "
+        "than pipelines); batch_size is per pipeline. Not with rank/world_size.",
+    )
+    stream: bool | None = option(
+        None,
+        "Stream a tfrecord pack's files through TensorFlow's TFRecord reader (True) rather "
+        "than read batches by random access through packer's shard readers (several times "
+        "faster).",
+        shown="gzip tfrecord packs only",
+    )
+    start: int | dict | list[dict] | None = option(
+        None,
+        "Where to resume (random access): the batches consumed since epoch 0 (with the "
+        "interrupted dataset's seed), or a packer reader's state_dict.",
+    )
 
 
+@documented(TfOptions)
 def dataset(
     path: str | os.PathLike,
-    split: str = SPLIT.default,
-    batch_size: int = BATCH_SIZE.default,
-    **options: Unpack[TfOptions],
+    split: str = SPLIT,
+    batch_size: int = BATCH_SIZE,
+    *,
+    shuffle: bool | str = True,
+    one_hot: bool = False,
+    normalize: str | None = None,
+    drop_remainder: bool = False,
+    seed: int | None = None,
+    rank: int | None = None,
+    world_size: int | None = None,
+    uneven: str | None = None,
+    augment: Augment | None = None,
+    max_boxes: int = 100,
+    cache_dir: str | os.PathLike | None = None,
+    cache_bytes: int | None = None,
+    repeat: bool = False,
+    deterministic: bool | None = None,
+    shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER,
+    input_context: tf.distribute.InputContext | None = None,
+    stream: bool | None = None,
+    start: int | dict | list[dict] | None = None,
 ) -> tf.data.Dataset:
     """Batches `(images, targets)` of one split of a pack (any format), prefetched.
 
@@ -152,7 +148,7 @@ def dataset(
     with the same `augment` draw (in-graph); a streamed pack interleaves its shard files. The
     options (below) are the readers' (`packer.reading.options`) and tf.data's own.
     """
-    o = SimpleNamespace(**resolve(TF_OPTIONS, options, "dataset"))
+    o = TfOptions.of(locals())
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     if o.shuffle not in (True, False, "global"):
@@ -230,10 +226,6 @@ def dataset(
     if position is not None and not o.repeat:  # what packer.keras.BackupAndRestore moves
         batches.packer_position = position
     return batches
-
-
-with_signature(dataset, TF_OPTIONS)
-documented(dataset, TF_OPTIONS)
 
 
 def _records(part: Split, order: Order, max_boxes: int) -> tuple[tf.data.Dataset, Decoder]:

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import replace
 from types import FrameType
-from typing import TYPE_CHECKING, Annotated
 
 import numpy as np
 import torch
@@ -39,27 +39,13 @@ from torch.utils.data import (
 )
 
 from . import torch_device
+from .augment import Augment
 from .reading import gather, handoff
 from .reading.loader import Loader
-from .reading.options import (
-    BATCH_SIZE,
-    SPLIT,
-    Default,
-    LoaderOptions,
-    ReaderOption,
-    documented,
-    options_of,
-    resolve,
-    with_signature,
-)
+from .reading.options import BATCH_SIZE, SPLIT, documented
 from .reading.position import ENCODED_LENGTH, Pass
+from .torch_options import LAYOUTS, TARGET_DTYPES, IterableOptions, TorchOptions
 from .torch_pinning import pin_slots as pin_slots  # re-exported: packer.torch.pin_slots
-
-if TYPE_CHECKING:
-    from typing import Unpack
-
-LAYOUTS = ("NHWC", "NCHW")
-TARGET_DTYPES = ("uint8", "int16", "int32", "int64", "float16", "float32")
 
 
 def _target_dtype(name: str | torch.dtype | None, one_hot: bool) -> np.dtype:
@@ -73,67 +59,46 @@ def _target_dtype(name: str | torch.dtype | None, one_hot: bool) -> np.dtype:
     return np.dtype(text)
 
 
-class TorchOptions(LoaderOptions, total=False):
-    """`packer.torch`'s own options, besides the readers' (`reading.options`)."""
-
-    layout: Annotated[
-        str,
-        Default("NHWC", '"NCHW": images as a channels_last `[B,3,H,W]` view of the same bytes.'),
-    ]
-    augment_device: Annotated[
-        str | torch.device | None,
-        Default(
-            None,
-            'Where `augment` runs ("cuda"): the workers read raw batches, each arriving as a '
-            "DeviceBatch that unpacking warps there in one batched call.",
-            shown="the workers, with NumPy/OpenCV",
-        ),
-    ]
-    target_dtype: Annotated[
-        str | torch.dtype | None,
-        Default(
-            None,
-            f"The targets' dtype, one of {', '.join(TARGET_DTYPES)} (uint8 keeps the stored "
-            "bytes, an eighth of int64's; with augment_device converted on the device).",
-            shown="int64, float32 with one_hot",
-        ),
-    ]
-
-
-# Unless given, the ranks come from torch.distributed (see torch_device.distributed).
-FROM_TORCH_DISTRIBUTED = {
-    "rank": Default(None, shown="torch.distributed's rank when it is initialised, else 0"),
-    "world_size": Default(None, shown="torch.distributed's world size, else 1"),
-}
-
-
 class _Packed:
     """What both datasets share: the Loader, tensors out of its batches, epoch and state."""
-
-    OPTIONS: tuple[ReaderOption, ...]  # each dataset's, with its defaults
 
     def __init__(
         self,
         path: str | os.PathLike,
-        split: str = SPLIT.default,
-        batch_size: int = BATCH_SIZE.default,
-        **options: Unpack[TorchOptions],
+        split: str = SPLIT,
+        batch_size: int = BATCH_SIZE,
+        *,
+        shuffle: bool | str = True,
+        one_hot: bool = False,
+        normalize: str | None = None,
+        drop_remainder: bool = False,
+        seed: int | None = None,
+        rank: int | None = None,
+        world_size: int | None = None,
+        uneven: str | None = "pad",
+        augment: Augment | None = None,
+        max_boxes: int = 100,
+        cache_dir: str | os.PathLike | None = None,
+        cache_bytes: int | None = None,
+        shuffle_window: int | None = None,
+        layout: str = "NHWC",
+        augment_device: str | torch.device | None = None,
+        target_dtype: str | torch.dtype | None = None,
     ) -> None:
-        given = resolve(self.OPTIONS, options, type(self).__name__)
-        layout = given.pop("layout")
-        augment_device = given.pop("augment_device")
-        target_dtype = given.pop("target_dtype")
-        if layout not in LAYOUTS:
-            raise ValueError(f"layout must be one of {LAYOUTS}, not {layout!r}")
-        if augment_device is not None and given["augment"] is None:
+        self._open(path, split, batch_size, TorchOptions.of(locals()))
+
+    def _open(self, path: str | os.PathLike, split: str, batch_size: int, o: TorchOptions) -> None:
+        """Set up from the typed options (each dataset's own signature makes them)."""
+        if o.layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {LAYOUTS}, not {o.layout!r}")
+        if o.augment_device is not None and o.augment is None:
             raise ValueError("augment_device names where to run augment=...: give both")
-        given["rank"], given["world_size"] = torch_device.distributed(
-            given["rank"], given["world_size"]
-        )
-        self.loader = Loader(path, split, batch_size, **given)
-        self.layout = layout
-        self._target_dtype = _target_dtype(target_dtype, given["one_hot"])
-        self._finish = None if augment_device is None else self._device_finish(augment_device)
+        rank, world_size = torch_device.distributed(o.rank, o.world_size)
+        o = replace(o, rank=rank, world_size=world_size)
+        self.loader = Loader.with_options(path, split, batch_size, o)
+        self.layout = o.layout
+        self._target_dtype = _target_dtype(o.target_dtype, o.one_hot)
+        self._finish = None if o.augment_device is None else self._device_finish(o.augment_device)
         self._position = torch.zeros(ENCODED_LENGTH, dtype=torch.int64).share_memory_()
         self._publish()
         self._sender: handoff.Sender | None = None  # in a DataLoader worker
@@ -285,6 +250,7 @@ class _Handed:
         return iter(_tensors(self.arrays, self.layout))
 
 
+@documented(TorchOptions)
 class PackedDataset(_Packed, Dataset):
     """Item `i` is batch `i` of the current epoch: `(images, targets)` tensors.
 
@@ -296,8 +262,6 @@ class PackedDataset(_Packed, Dataset):
     options (below) are the readers' (`packer.reading.options`) and torch's own; a remote
     pack's shard cache is shared safely by the DataLoader's workers.
     """
-
-    OPTIONS = options_of(TorchOptions, **FROM_TORCH_DISTRIBUTED)
 
     def __len__(self) -> int:
         _refuse_reordering(sys._getframe(1))
@@ -316,6 +280,7 @@ class PackedDataset(_Packed, Dataset):
         )
 
 
+@documented(IterableOptions)
 class PackedIterable(_Packed, IterableDataset):
     """The same batches, streamed: worker w of W yields batches w, w+W, ... of the pass, so
     the DataLoader's round robin over workers gives them in order, each exactly once.
@@ -326,16 +291,30 @@ class PackedIterable(_Packed, IterableDataset):
     are PackedDataset's, `shuffle`'s default aside.
     """
 
-    OPTIONS = options_of(TorchOptions, shuffle=Default("windows"), **FROM_TORCH_DISTRIBUTED)
-
     def __init__(
         self,
         path: str | os.PathLike,
-        split: str = SPLIT.default,
-        batch_size: int = BATCH_SIZE.default,
-        **options: Unpack[TorchOptions],
+        split: str = SPLIT,
+        batch_size: int = BATCH_SIZE,
+        *,
+        shuffle: bool | str = "windows",
+        one_hot: bool = False,
+        normalize: str | None = None,
+        drop_remainder: bool = False,
+        seed: int | None = None,
+        rank: int | None = None,
+        world_size: int | None = None,
+        uneven: str | None = "pad",
+        augment: Augment | None = None,
+        max_boxes: int = 100,
+        cache_dir: str | os.PathLike | None = None,
+        cache_bytes: int | None = None,
+        shuffle_window: int | None = None,
+        layout: str = "NHWC",
+        augment_device: str | torch.device | None = None,
+        target_dtype: str | torch.dtype | None = None,
     ) -> None:
-        super().__init__(path, split, batch_size, **options)
+        self._open(path, split, batch_size, IterableOptions.of(locals()))
         self._next: tuple[int, int] | None = None  # (next batch, stride) while iterating
         self._resume: tuple[int, int] | None = None  # where the next iteration starts, if loaded
 
@@ -386,9 +365,3 @@ def _refuse_reordering(caller: FrameType) -> None:
             f"shuffle with the dataset's shuffle=, shard with its rank/world_size (default: "
             f"torch.distributed's)"
         )
-
-
-with_signature(_Packed.__init__, PackedDataset.OPTIONS)
-with_signature(PackedIterable.__init__, PackedIterable.OPTIONS)
-documented(PackedDataset, PackedDataset.OPTIONS)
-documented(PackedIterable, PackedIterable.OPTIONS)

@@ -1,11 +1,9 @@
-"""The readers' options, declared once (`packer.reading.options`): every adapter's signature,
-docstring and keywords come from the declaration, and every option reaches the Loader."""
+"""The readers' options (`packer.reading.options`): every option reaches the Loader, and the
+shard cache options bound the cache of every reader (the model itself: test_option_model)."""
 
 from __future__ import annotations
 
-import inspect
 from pathlib import Path
-from typing import get_type_hints
 
 import fsspec
 import numpy as np
@@ -14,35 +12,10 @@ import tensorflow as tf
 
 import packer
 import packer.tf
-from packer.keras import PackedSequence, SequenceOptions
+from packer.keras import PackedSequence
 from packer.reading.loader import Loader
-from packer.reading.options import (
-    BATCH_SIZE,
-    SPLIT,
-    Default,
-    LoaderOptions,
-    ReaderOptions,
-    options_of,
-)
 from packer.storage import cache as shard_cache
-from packer.tf import TfOptions
-from packer.torch import PackedDataset, PackedIterable, TorchOptions
-
-FROM_TORCH = {"rank": None, "world_size": None}
-# reader -> (its declaration, the defaults it gives otherwise than declared)
-READERS = {
-    Loader: (LoaderOptions, {}),
-    PackedSequence: (SequenceOptions, {}),
-    packer.tf.dataset: (TfOptions, {"rank": None, "world_size": None, "uneven": None}),
-    PackedDataset: (TorchOptions, FROM_TORCH),
-    PackedIterable: (TorchOptions, {**FROM_TORCH, "shuffle": "windows"}),
-}
-
-
-def declared_defaults(declaration: type) -> dict:
-    """name -> the default the declaration gives, in the declared order."""
-    hints = get_type_hints(declaration, include_extras=True)
-    return {name: hint.__metadata__[0].value for name, hint in hints.items()}
+from packer.torch import PackedDataset, PackedIterable
 
 
 @pytest.fixture(scope="module")
@@ -52,54 +25,9 @@ def pack(seg_src, tmp_path_factory) -> Path:
     return out
 
 
-def test_every_reader_shares_the_declared_options():
-    shared = declared_defaults(ReaderOptions)
-    assert "cache_bytes" in shared
-    for declaration, _ in READERS.values():
-        names = list(declared_defaults(declaration))
-        assert names[: len(shared)] == list(shared)  # the shared ones first, as declared
-    for reader in (Loader, PackedSequence, PackedDataset, PackedIterable):
-        assert set(declared_defaults(LoaderOptions)) <= set(declared_defaults(READERS[reader][0]))
-
-
-@pytest.mark.parametrize("reader", READERS, ids=lambda r: r.__qualname__)
-def test_signatures_show_each_declared_option_with_its_default(reader):
-    declaration, own = READERS[reader]
-    params = list(inspect.signature(reader).parameters.values())
-    positional = [(p.name, p.default, p.kind) for p in params[:3]]
-    assert positional == [
-        ("path", inspect.Parameter.empty, inspect.Parameter.POSITIONAL_OR_KEYWORD),
-        (SPLIT.name, SPLIT.default, inspect.Parameter.POSITIONAL_OR_KEYWORD),
-        (BATCH_SIZE.name, BATCH_SIZE.default, inspect.Parameter.POSITIONAL_OR_KEYWORD),
-    ]
-    keywords = {p.name: p.default for p in params[3:]}
-    assert keywords == declared_defaults(declaration) | own
-    assert {p.kind for p in params[3:]} == {inspect.Parameter.KEYWORD_ONLY}  # no **kwargs
-    hints = get_type_hints(declaration)
-    assert all(p.annotation == hints[p.name] for p in params[3:])
-    doc = inspect.getdoc(reader)
-    for name, default in keywords.items():
-        assert f"- {name}={default!r}" in doc  # each option listed under the docstring
-    assert doc.count("- ") >= len(keywords) + 2  # split and batch_size too
-
-
-def test_a_reader_says_how_its_default_differs_and_keeps_the_declared_help():
-    declared = {o.name: o for o in options_of(LoaderOptions)}
-    torch_rank = {o.name: o for o in PackedDataset.OPTIONS}["rank"]
-    assert torch_rank.default is None and "torch.distributed" in torch_rank.shown
-    assert torch_rank.help == declared["rank"].help and torch_rank.type == declared["rank"].type
-    assert "torch.distributed's rank" in inspect.getdoc(PackedDataset)
-    with pytest.raises(TypeError, match="declares no rnak"):
-        options_of(LoaderOptions, rnak=Default(None))
-
-
-def test_options_are_keywords_and_a_misspelt_one_names_the_right_one(pack):
-    with pytest.raises(TypeError, match=r"PackedSequence\(\) got an unexpected keyword "):
+def test_options_are_keywords(pack):
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'shuffel'"):
         PackedSequence(pack, shuffel=False)
-    with pytest.raises(TypeError, match="did you mean 'shuffle'"):
-        PackedDataset(pack, shuffel=False)
-    with pytest.raises(TypeError, match="did you mean 'batch_size'"):
-        packer.tf.dataset(pack, batch_sise=4)
     with pytest.raises(TypeError, match="positional"):
         Loader(pack, "train", 4, False)  # shuffle and the rest: by keyword only
     assert len(Loader(pack, "train", 4)) == 4 and len(PackedSequence(pack, "val", 4)) == 2

@@ -6,7 +6,8 @@ returning a `concurrent.futures.Future`) in its workers, and stops (`stop`). Eng
 workers share the parent's disk (`shares_disk`) get chunk tasks and then a finalise task per
 shard; the others get one task per whole shard. A new engine is one module defining a class
 with this interface plus one line in ENGINES; its own pack options are the module's `OPTIONS`
-(`packer.options.Option`s), which `pack --help` and `packer.pack()` take from here.
+(`packer.options.declared` of a frozen options dataclass), which `pack --help` and
+`packer.pack()` take from here.
 """
 
 from __future__ import annotations

@@ -21,40 +21,44 @@ from __future__ import annotations
 import contextlib
 import logging
 from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Any
 
 from .. import storage
 from ..errors import PackError
-from ..options import Option
+from ..options import Options, declared, option
 from ..processes import one_opencv_thread
 from . import cpu_count
 
-OPTIONS = (  # the engine's own pack options; `pack --help` shows them through the registry
-    Option(
-        "address",
+
+@dataclass(frozen=True)
+class RayOptions(Options):
+    """The engine's own pack options; `pack --help` shows them through the registry."""
+
+    address: str | None = option(
         None,
         "ray: the cluster to join (auto, ray://HOST:PORT).",
         shown="start a local Ray",
         engine="ray",
-    ),
-    Option(
-        "ray_cpus",
+    )
+    ray_cpus: int | None = option(
         None,
         "ray: CPUs of the local Ray.",
         kind="int",
         range=(1, None),
         shown="--workers, else the cores",
         engine="ray",
-    ),
-    Option(
-        "retries",
+    )
+    retries: int = option(
         3,
         "ray: tries again a shard task that failed (a lost worker, an I/O error).",
         kind="int",
         range=(0, None),
         engine="ray",
-    ),
-)
+    )
+
+
+OPTIONS = declared(RayOptions)
 
 RETRIED = (OSError, ConnectionError, TimeoutError)  # transient failures worth another try
 _converters: dict[str, Any] = {}  # in each worker: the converters it has received, by ref

@@ -11,9 +11,9 @@ import os
 import warnings
 
 from .. import engines
-from ..options import resolve, with_signature
+from ..options import with_signature
 from ..reading.dataset import PackedDataset, open_dataset
-from .options import DEFAULT_SHARD_BYTES, PLAN_OPTIONS, RUN_OPTIONS
+from .options import DEFAULT_SHARD_BYTES, PLAN_OPTIONS, RUN_OPTIONS, RunOptions
 from .plan import PackPlan, check_keywords, make_plan
 from .session import execute
 
@@ -39,9 +39,10 @@ def pack(
     OUT. SRC and OUT may be URLs (s3://, gs://, ...).
     """
     check_keywords(options)
-    run = resolve(RUN_OPTIONS, options)
-    engine_options = engines.options_for(run["engine"], options)
-    planned = {k: v for k, v in options.items() if k not in run and k not in engines.option_names()}
+    run = RunOptions.resolve(options)
+    engine_options = engines.options_for(run.engine, options)
+    elsewhere = {o.name for o in RUN_OPTIONS} | engines.option_names()
+    planned = {k: v for k, v in options.items() if k not in elsewhere}
     plan = make_plan(src, out, format, size, **planned)
     given = {"out": out, "format": format, "size": size, **options}
     shown = ", ".join(f"{k}={v!r}" for k, v in given.items() if v is not None)

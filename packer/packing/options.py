@@ -1,12 +1,18 @@
 """The options of a pack, declared once (see `packer.options`): what the plan decides with
-(`PLAN_OPTIONS`) and how the plan is run (`RUN_OPTIONS`). `pack --help`, `packer.pack()`,
-`make_plan` and `execute` all read them; formats and engines declare their own."""
+(`PlanOptions`) and how the plan is run (`RunOptions`), each a frozen dataclass whose fields
+carry their help and command-line spelling. `pack --help` (through `PLAN_OPTIONS` and
+`RUN_OPTIONS`, their `Option`s), `packer.pack()`, `make_plan` and `execute` all read them;
+formats and engines declare their own."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 from ..engines import ENGINES
 from ..imaging import DEFAULT_MAX_PIXELS, INTERPOLATIONS, RESIZE_MODES
-from ..options import Option
+from ..options import Option, Options, declared, option
 from ..sources import LAYOUTS, layouts_help
 from ..sources.model import CROWDS, OVERLAPS
 from .preflight import SIZE_STEP
@@ -29,186 +35,219 @@ SIZE = Option(
     f"to multiples of {SIZE_STEP}",
 )
 
-PLAN_OPTIONS = (
-    Option(
-        "resize",
+
+@dataclass(frozen=True)
+class PlanOptions(Options):
+    """What the plan decides with: the source's reading, the geometry, the order and the shards."""
+
+    resize: str = option(
         "fill",
         "fill: cover then centre-crop; fit: inside then pad; stretch; none: crop/pad.",
         kind="choice",
         choices=RESIZE_MODES,
-    ),
-    Option(
-        "interpolation",
+    )
+
+    interpolation: str = option(
         "auto",
         "Image resampling (auto: area to shrink, cubic to enlarge). Masks always use nearest "
         "neighbour.",
         kind="choice",
         choices=INTERPOLATIONS,
-    ),
-    Option(
-        "pad_value",
+    )
+
+    pad_value: int = option(
         0,
         "Image padding value for fit and none (masks pad with the ignore index).",
         kind="int",
         range=(0, 255),
-    ),
-    Option(
-        "shard_size",
+    )
+
+    shard_size: int = option(
         DEFAULT_SHARD_BYTES,
         "Bytes per shard (e.g. 256MB, 1GiB, 1000000).",
         kind="bytes",
         cli_default="256MB",
-    ),
-    Option("seed", 0, "Seed of the sample order.", kind="int", range=(None, None)),
-    Option(
-        "split",
+    )
+
+    seed: int = option(
+        0,
+        "Seed of the sample order.",
+        kind="int",
+        range=(None, None),
+    )
+
+    split: dict[str, float] | None = option(
         None,
         "Without split folders: e.g. train=0.9,val=0.1 (stable hash of each path).",
         kind="split",
         shown="split folders, else all in train",
-    ),
-    Option(
-        "task",
+    )
+
+    task: str = option(
         "auto",
         "What each sample's target is: auto takes the layout's own (YOLO boxes and VOC: "
         "detection; YOLO polygons: instances; COCO: segmentation); --dry-run says which.",
         kind="choice",
         choices=("auto", "classification", "segmentation", "detection", "instances"),
-    ),
-    Option(
-        "layout",
+    )
+
+    layout: str = option(
         "auto",
         f"Source layout; auto tries them in this order: {layouts_help()}.",
         kind="choice",
         choices=LAYOUTS,
-    ),
-    Option(
-        "masks",
+    )
+
+    masks: str | os.PathLike | None = option(
         None,
         "Folder of masks matching the images by file stem.",
         kind="folder",
         shown="detected mask folders",
-    ),
-    Option(
-        "mask_suffix",
+    )
+
+    mask_suffix: str | None = option(
         None,
         "Suffix after the image stem in mask names (e.g. _L).",
         shown="detected",
-    ),
-    Option(
-        "classes",
+    )
+
+    classes: str | os.PathLike | None = option(
         None,
         "class_dict.csv (name,r,g,b) or a names file (line N = class N).",
         kind="file",
         shown="a class_dict.csv or names file in SRC, else folder names or mask values",
-    ),
-    Option(
-        "coco",
+    )
+
+    coco: str | Sequence[str] | None = option(
         None,
         "COCO instances JSON for the images in SRC; SPLIT=FILE for several "
         "(--coco train=a.json --coco val=b.json).",
         shown="annotations/instances_<split>.json in SRC",
         multiple=True,
-    ),
-    Option(
-        "overlap",
+    )
+
+    overlap: str = option(
         "ignore",
         "COCO: pixels of two or more instances become --ignore-index, or the later one's class.",
         kind="choice",
         choices=OVERLAPS,
-    ),
-    Option(
-        "crowd",
+    )
+
+    crowd: str = option(
         "ignore",
         "COCO: crowd regions become --ignore-index, or their category's class; with --task "
         "detection/instances crowds are left out, or with class kept, flagged iscrowd.",
         kind="choice",
         choices=CROWDS,
-    ),
-    Option(
-        "ignore_class",
+    )
+
+    ignore_class: Sequence[str] = option(
         (),
         "A class whose pixels become --ignore-index; the rest keep their order (repeatable).",
         shown="none",
         multiple=True,
-    ),
-    Option(
-        "class_map",
+    )
+
+    class_map: str | os.PathLike | None = option(
         None,
         "CSV of source,target rows: a class name, mask value or 'r g b' colour -> a class "
         "name (renames, merges) or 'ignore'.",
         kind="file",
         shown="none",
-    ),
-    Option(
-        "root",
+    )
+
+    root: str | os.PathLike | None = option(
         None,
         "Folder the relative paths in a .lst/.csv list start from.",
         kind="folder",
         shown="the list's folder",
-    ),
-    Option(
-        "ignore_index",
+    )
+
+    ignore_index: int | None = option(
         None,
         "Class id for mask pixels outside the class table.",
         kind="int",
         range=(0, 65535),
         shown="255; 65535 above 255 classes",
-    ),
-    Option(
-        "unknown_colors",
+    )
+
+    unknown_colors: str = option(
         "ignore",
         "Unknown mask colours: map to --ignore-index, or stop.",
         kind="choice",
         choices=("ignore", "error"),
-    ),
-    Option(
-        "max_pixels",
+    )
+
+    max_pixels: int = option(
         DEFAULT_MAX_PIXELS,
         "Images with more pixels are rejected (decompression bombs).",
         kind="int",
         range=(1, None),
-    ),
-)
+    )
 
-RUN_OPTIONS = (
-    Option("workers", None, "Worker processes.", kind="int", range=(1, None), shown="the cores"),
-    Option("strict", False, "Stop at the first input that cannot be packed.", kind="flag"),
-    Option(
-        "max_rejects",
+
+PLAN_OPTIONS = declared(PlanOptions)
+
+
+@dataclass(frozen=True)
+class RunOptions(Options):
+    """How a plan is run: workers, engine, limits, and what to do with an existing pack."""
+
+    workers: int | None = option(
+        None,
+        "Worker processes.",
+        kind="int",
+        range=(1, None),
+        shown="the cores",
+    )
+
+    strict: bool = option(
+        False,
+        "Stop at the first input that cannot be packed.",
+        kind="flag",
+    )
+
+    max_rejects: int | None = option(
         None,
         "Stop once more than this many inputs could not be packed.",
         kind="int",
         range=(0, None),
         shown="no limit",
-    ),
-    Option(
-        "engine",
+    )
+
+    engine: str = option(
         "local",
         "Where the shard tasks run (local: a process pool on this machine).",
         kind="choice",
         choices=tuple(ENGINES),
-    ),
-    Option("overwrite", False, "Replace a different pack already in --out.", kind="flag"),
-    Option(
-        "update",
+    )
+
+    overwrite: bool = option(
+        False,
+        "Replace a different pack already in --out.",
+        kind="flag",
+    )
+
+    update: bool = option(
         True,
         "Re-pack the shards whose sources were added, removed or changed since a finished "
         "pack (--no-update: leave it as it is and say what changed).",
         kind="switch",
-    ),
-    Option(
-        "force",
+    )
+
+    force: bool = option(
         False,
         "Go ahead despite a safety check: an output that needs far more than the free space, "
         "or the stale lock of a remote --out (its holder stopped renewing it).",
         kind="flag",
-    ),
-    Option(
-        "progress",
+    )
+
+    progress: bool = option(
         False,
         "Show a progress bar (on the command line: when stderr is a terminal).",
         kind="switch",
         cli_default=True,
-    ),
-)
+    )
+
+
+RUN_OPTIONS = declared(RunOptions)

@@ -16,7 +16,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from types import SimpleNamespace
 
 from .. import engines, formats, storage
 from ..errors import PackError
@@ -24,12 +23,12 @@ from ..flags import flag, on_command_line
 from ..imaging import Geometry
 from ..labels import ClassTable, mask_dtype
 from ..manifest import OBJECT_TASKS
-from ..options import refuse_unknown, resolve, with_signature
+from ..options import refuse_unknown, with_signature
 from ..schema import fields_for, record_bytes
 from ..sources import AnnotationOptions, Sample, SourceScan, mask_files, mask_line, scan
 from .classes import class_mapping, class_table, relabelled
 from .convert import PackConfig
-from .options import PLAN_OPTIONS, RUN_OPTIONS
+from .options import PLAN_OPTIONS, RUN_OPTIONS, PlanOptions
 from .placement import check_out
 from .preflight import default_size
 from .tasks import ChunkTask, ShardTask
@@ -182,7 +181,7 @@ def make_plan(
     """
     declared = {o.name for o in PLAN_OPTIONS}
     fmt_options = _format_options(format, {k: v for k, v in options.items() if k not in declared})
-    o = SimpleNamespace(**resolve(PLAN_OPTIONS, options))
+    o = PlanOptions.resolve(options)
     if o.shard_size <= 0:
         raise PackError(f"{flag('shard_size', o.shard_size)}: must be a positive number of bytes")
     for path in (src, out):

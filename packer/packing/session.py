@@ -23,12 +23,11 @@ from ..errors import LockHeldError, PackError, StorageError
 from ..flags import flag
 from ..imaging import backend_versions
 from ..labels import ClassTable
-from ..options import resolve
 from . import plan as planning
 from . import schedule
 from .convert import Converter
 from .ledger import Decision, Ledger, scratch
-from .options import RUN_OPTIONS
+from .options import RunOptions
 from .plan import PackPlan
 from .tasks import ChunkResult
 
@@ -38,7 +37,7 @@ REFUSE_ABOVE_FREE = 2.0  # refuse (unless forced) when a pack needs this many ti
 
 def execute(
     plan: PackPlan,
-    run: Mapping[str, Any] | None = None,
+    run: RunOptions | Mapping[str, Any] | None = None,
     *,
     engine: str | engines.Engine | None = None,
     engine_options: dict | None = None,
@@ -47,7 +46,8 @@ def execute(
 ) -> dict:
     """Run a plan: lock OUT, pack the shards not already there, write the manifest.
 
-    `run` holds the run's options (`RUN_OPTIONS`; defaults for those not given): `strict`
+    `run` holds the run's options (`RunOptions`, or a mapping of some of them: the defaults
+    for the rest): `strict`
     stops at the first rejected input, `max_rejects` once more than that many are rejected.
     Whatever stops a pack (those limits, a full disk, Ctrl-C) leaves the finished shards in
     place and no temporary files, so the same command resumes it. A finished pack whose
@@ -57,10 +57,10 @@ def execute(
     itself (else `run`'s engine name, built with `engine_options`); `command` is how the run
     was asked for (quoted if an unfinished pack has to be finished); `warn` receives warnings.
     """
-    o = resolve(RUN_OPTIONS, run or {})
-    workers, overwrite, progress = o["workers"], o["overwrite"], o["progress"]
-    strict, max_rejects, update, force = o["strict"], o["max_rejects"], o["update"], o["force"]
-    engine = o["engine"] if engine is None else engine
+    o = run if isinstance(run, RunOptions) else RunOptions.resolve(run or {})
+    workers, overwrite, progress = o.workers, o.overwrite, o.progress
+    strict, max_rejects, update, force = o.strict, o.max_rejects, o.update, o.force
+    engine = o.engine if engine is None else engine
     if not plan.scan.samples:
         raise PackError(f"{plan.scan.root}: nothing to pack")
     runner = (

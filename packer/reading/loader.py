@@ -12,7 +12,6 @@ place in the epoch's global order and restore it exactly, in any layout.
 from __future__ import annotations
 
 import os
-from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -24,27 +23,16 @@ from .dataset import PackedDataset, Split
 from .mixture import Mixture
 from .mixture_read import MixedSplit, open_split
 from .objects import Padder
-from .options import (
-    BATCH_SIZE,
-    SPLIT,
-    LoaderOptions,
-    documented,
-    options_of,
-    resolve,
-    with_signature,
-)
+from .options import BATCH_SIZE, SPLIT, LoaderOptions, documented
 from .position import Pass, agreed
 from .sampler import SHUFFLE_MODES, Sampler, larger_than_ram, window_length
 from .transforms import BatchTransform
 
 if TYPE_CHECKING:
-    from typing import Unpack
-
     from ..augment import Augment, AugmentParams
 
-LOADER_OPTIONS = options_of(LoaderOptions)
 
-
+@documented(LoaderOptions)
 class Loader:
     """Batches of one split, in a new seeded order every epoch.
 
@@ -52,7 +40,7 @@ class Loader:
     a rank or world size of None is one process's. A pack at a URL is read through a local
     shard cache (see storage.cache). `path` may be a `packer.Mixture` of packs (its epochs
     come from its seeded plan: see reading.mixture). The options are `LoaderOptions`
-    (`reading.options`), listed below.
+    (`reading.options`), listed below; the adapters hand theirs over whole (`with_options`).
 
     Batches are numbered within the current pass: the whole epoch, or after `load_state_dict`
     what the saved position left of it (`len` is the pass's batches).
@@ -61,17 +49,44 @@ class Loader:
     def __init__(
         self,
         path: str | os.PathLike | Mixture,
-        split: str = SPLIT.default,
-        batch_size: int = BATCH_SIZE.default,
-        **options: Unpack[LoaderOptions],
+        split: str = SPLIT,
+        batch_size: int = BATCH_SIZE,
+        *,
+        shuffle: bool | str = True,
+        one_hot: bool = False,
+        normalize: str | None = None,
+        drop_remainder: bool = False,
+        seed: int | None = None,
+        rank: int | None = 0,
+        world_size: int | None = 1,
+        uneven: str | None = "pad",
+        augment: Augment | None = None,
+        max_boxes: int = 100,
+        cache_dir: str | os.PathLike | None = None,
+        cache_bytes: int | None = None,
+        shuffle_window: int | None = None,
     ) -> None:
-        o = SimpleNamespace(**resolve(LOADER_OPTIONS, options, "Loader"))
+        self._open(path, split, batch_size, LoaderOptions.of(locals()))
+
+    @classmethod
+    def with_options(
+        cls, path: str | os.PathLike | Mixture, split: str, batch_size: int, o: LoaderOptions
+    ) -> Loader:
+        """A loader of `o`, a reader's options (a LoaderOptions or an adapter's extension)."""
+        loader = cls.__new__(cls)
+        loader._open(path, split, batch_size, o)
+        return loader
+
+    def _open(
+        self, path: str | os.PathLike | Mixture, split: str, batch_size: int, o: LoaderOptions
+    ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         if o.shuffle not in SHUFFLE_MODES:
             raise ValueError(
                 f"shuffle must be True, False, 'global' or 'windows', not {o.shuffle!r}"
             )
+        self.options = o  # the reader's typed options, as given
         self.path = path if isinstance(path, Mixture) else os.fspath(path)
         self.cache = (o.cache_dir, o.cache_bytes)  # where a remote pack's shards are cached
         self.split_name = split
@@ -266,10 +281,6 @@ class Loader:
             self._prefetched.add((p, first))
             for start, stop in self.sampler.window_runs(p, ahead):
                 reader.prefetch(start, stop)
-
-
-with_signature(Loader.__init__, LOADER_OPTIONS)
-documented(Loader, LOADER_OPTIONS)
 
 
 def per_sample(fields: dict[str, np.ndarray], counts: np.ndarray) -> list[dict[str, np.ndarray]]:
