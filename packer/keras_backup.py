@@ -35,8 +35,10 @@ _WEIGHTS, _METADATA = "model.weights.h5", "training_metadata.json"
 
 
 class RequestOrder:
-    """The batch indices Keras asks a reader for in one epoch: more than `slack` (Keras' threads
-    asking at once) ahead of the requests so far means `fit` reordered them (`shuffle=True`)."""
+    """The batch indices Keras asks a reader for: more than `slack` (Keras' threads asking at
+    once) ahead of the requests so far means `fit` reordered them (`shuffle=True`). Counted
+    from `fit`'s start and never reset: `shuffle` holds for every epoch, so the first tells,
+    and the next epoch's first requests may race the last ones of the epoch before."""
 
     def __init__(self, slack: int) -> None:
         self.slack = max(int(slack), 1) - 1
@@ -48,9 +50,6 @@ class RequestOrder:
             self.reordered = index
         self.asked += 1
 
-    def restart(self) -> None:
-        self.asked = 0
-
 
 class BackupAndRestore(keras.callbacks.BackupAndRestore):
     """Back up weights, epoch and `reader`'s position every `save_freq` batches (or every
@@ -59,7 +58,8 @@ class BackupAndRestore(keras.callbacks.BackupAndRestore):
     `reader` is what `fit` trains from: a `PackedSequence`, `packer.parallel(...)` or
     `packer.tf.dataset(..., repeat=False)` (with `repeat=True` save its iterator with
     `tf.train.Checkpoint` instead). Give `fit` `shuffle=False` with a `PyDataset` reader: it
-    shuffles its samples itself, and a Keras reordering is refused. Without `reader` this is
+    shuffles its samples itself, and a Keras reordering is refused (Keras' own worker
+    processes, `use_multiprocessing=True`, hide the order asked in). Without `reader` this is
     Keras' own callback: a restart repeats the interrupted epoch from its start. The other
     arguments are Keras' own.
     """
@@ -85,11 +85,6 @@ class BackupAndRestore(keras.callbacks.BackupAndRestore):
             if hasattr(self._reader, "request_order"):  # a PyDataset: Keras may reorder it
                 self._reader.request_order = RequestOrder(self._reader.workers)
         self._load_model()
-
-    def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
-        order = getattr(self._reader, "request_order", None)
-        if order is not None:
-            order.restart()
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         if self._iterator is not None:  # a resumed epoch was shorter: whole ones from now on

@@ -16,7 +16,7 @@ import keras
 
 from .errors import FrameworkVersionError, PackError
 
-SUPPORTED = ((3, 3), (4, 0))  # Keras versions tested (scripts/compat.sh): >= first, < second
+SUPPORTED = ((3, 12), (4, 0))  # Keras versions tested (scripts/compat.sh): >= first, < second
 
 
 def check_version(version: str = keras.__version__) -> None:
