@@ -43,7 +43,7 @@ import numpy as np
 from harness import cpu_seconds, forked_together
 from keras.src.trainers.data_adapters.py_dataset_adapter import PyDatasetAdapter
 
-from packer.parallel import parallel
+from packer import parallel
 
 BATCH, CROP, SOURCE, POOL = 32, 224, 256, 96
 CEILING = "2 bare processes"

@@ -58,3 +58,11 @@ class SplitNotFoundError(PackError, KeyError):
 
     def __str__(self) -> str:  # KeyError would show the message in quotes
         return str(self.args[0])
+
+
+class FrameworkVersionError(PackError, ImportError):
+    """The installed Keras or torch is outside the range packer is tested with (setup.cfg)."""
+
+
+class ReorderError(PackError, ValueError):
+    """A framework would reorder or split the batches a packer reader orders itself."""

@@ -101,6 +101,7 @@ class PackedSequence(keras.utils.PyDataset):
         self._pipeline: Pipeline | None = None
         self._starting = threading.Lock()
         self.loader = Loader.with_options(path, split, batch_size, o)
+        self.request_order = None
 
     def __len__(self) -> int:
         return len(self.loader)
@@ -108,6 +109,8 @@ class PackedSequence(keras.utils.PyDataset):
     def __getitem__(self, index: int) -> tuple[np.ndarray, np.ndarray]:
         if not 0 <= index < len(self):
             raise IndexError(f"batch {index} out of range ({len(self)} batches)")
+        if self.request_order is not None:  # BackupAndRestore(reader=) watches fit's order
+            self.request_order.saw(index)
         if self.pipeline_workers:
             return self._started_pipeline()[index]
         return self._produce(index)

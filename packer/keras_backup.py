@@ -1,16 +1,19 @@
 """`packer.keras.BackupAndRestore`: Keras' callback, plus the reader's place in the epoch.
 
 Keras' own `BackupAndRestore(save_freq=N)` saves weights mid-epoch but restarts the epoch on
-restore, so a `model.fit` killed at batch k trains batches 0..k-1 twice. This one also saves
-the position of the packer reader `fit` is training from (`PackedSequence` with or without
-workers, `packer.parallel`, `packer.tf.dataset`) and restores it, so the restarted `fit`
-continues with batch k: with deterministic ops its final weights equal an uninterrupted run's.
+restore, so a `model.fit` killed at batch k trains batches 0..k-1 twice. This one is told the
+packer reader `fit` trains from (`reader=`: a `PackedSequence` with or without workers,
+`packer.parallel(...)`, `packer.tf.dataset(...)`), saves its position too and restores it, so
+the restarted `fit` continues with batch k: with deterministic ops its final weights equal an
+uninterrupted run's.
 
-A callback is not told what `fit` trains from, so `on_train_begin` finds it in `fit`'s own
-frame (its `epoch_iterator`, in every Keras 3 backend), and sets that iterator's batch count
-to the shorter resumed epoch (Keras read it before callbacks run). Keras' `shuffle=True`
-reorders whole batches with Python's `random`, which a new process cannot replay, so the
-callback asks for a packer reader's batches in order: its own seeded order already shuffles.
+`fit` counts an epoch's steps before any callback runs, and Keras has no public way to change
+that count: the shorter resumed epoch (and the whole ones after it) is set through
+`keras_compat`, the one module that touches Keras internals. (Letting the resumed pass run out
+instead ends the epoch publicly, but the TensorFlow backend then counts one more optimizer
+step, so Adam's next updates differ.) Keras' `shuffle=True` reorders whole batches with
+Python's `random`, which a new process cannot replay: the reader notes the order Keras asks
+for batches in, and the callback refuses a reordering in one line.
 Each backup is a folder written whole and then renamed, so a SIGKILL at any moment leaves the
 previous backup or the new one, never weights from one step with the position of another.
 """
@@ -20,23 +23,45 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
 import keras
 
+from . import keras_compat
+from .errors import ReorderError
+
 _WEIGHTS, _METADATA = "model.weights.h5", "training_metadata.json"
 
 
+class RequestOrder:
+    """The batch indices Keras asks a reader for: more than `slack` (Keras' threads asking at
+    once) ahead of the requests so far means `fit` reordered them (`shuffle=True`). Counted
+    from `fit`'s start and never reset: `shuffle` holds for every epoch, so the first tells,
+    and the next epoch's first requests may race the last ones of the epoch before."""
+
+    def __init__(self, slack: int) -> None:
+        self.slack = max(int(slack), 1) - 1
+        self.asked = 0
+        self.reordered: int | None = None  # the first index asked too early, if any
+
+    def saw(self, index: int) -> None:
+        if self.reordered is None and index > self.asked + self.slack:
+            self.reordered = index
+        self.asked += 1
+
+
 class BackupAndRestore(keras.callbacks.BackupAndRestore):
-    """Back up weights, epoch and the reader's position every `save_freq` batches (or every
+    """Back up weights, epoch and `reader`'s position every `save_freq` batches (or every
     epoch), and continue from the last backup when `fit` starts again with the same command.
 
-    The arguments are Keras' own. The reader is found in `fit`; a `packer.tf.dataset` must be
-    built with `repeat=False` (each epoch one pass; with `repeat=True` save its iterator with
-    `tf.train.Checkpoint` instead). Other data (NumPy arrays, other datasets) is backed up and
-    restored as Keras' own callback does: from the start of the interrupted epoch.
+    `reader` is what `fit` trains from: a `PackedSequence`, `packer.parallel(...)` or
+    `packer.tf.dataset(..., repeat=False)` (with `repeat=True` save its iterator with
+    `tf.train.Checkpoint` instead). Give `fit` `shuffle=False` with a `PyDataset` reader: it
+    shuffles its samples itself, and a Keras reordering is refused (Keras' own worker
+    processes, `use_multiprocessing=True`, hide the order asked in). Without `reader` this is
+    Keras' own callback: a restart repeats the interrupted epoch from its start. The other
+    arguments are Keras' own.
     """
 
     def __init__(
@@ -45,27 +70,40 @@ class BackupAndRestore(keras.callbacks.BackupAndRestore):
         save_freq: str | int = "epoch",
         double_checkpoint: bool = False,
         delete_checkpoint: bool = True,
+        *,
+        reader: Any = None,
     ) -> None:
-        super().__init__(os.fspath(backup_dir), save_freq, double_checkpoint, delete_checkpoint)
+        super().__init__(os.fspath(backup_dir), save_freq, delete_checkpoint=delete_checkpoint)
+        self.double_checkpoint = double_checkpoint  # ours to honour (older Keras lacks it)
+        self._reader = _position_of(reader)  # what saves and restores the position
         self._iterator: Any = None  # fit's epoch iterator
-        self._reader: Any = None  # what saves and restores the position, when packer's
         self._saves = 0
 
     def on_train_begin(self, logs: dict | None = None) -> None:
-        self._iterator = _fit_epoch_iterator()
-        self._reader = _reader_of(self._iterator)
-        if self._reader is not None and hasattr(self._iterator.data_adapter, "shuffle"):
-            _in_order(self._iterator.data_adapter)
+        if self._reader is not None:
+            self._iterator = keras_compat.fit_epoch_iterator()
+            if hasattr(self._reader, "request_order"):  # a PyDataset: Keras may reorder it
+                self._reader.request_order = RequestOrder(self._reader.workers)
         self._load_model()
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         if self._iterator is not None:  # a resumed epoch was shorter: whole ones from now on
-            self._iterator._num_batches = self._iterator.data_adapter.num_batches
+            keras_compat.set_epoch_steps(self._iterator)
         super().on_epoch_end(epoch, logs)
 
     def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        self._refuse_reordering()
         if self._should_save_on_batch(batch):
             self._save_model(batch + 1)
+
+    def _refuse_reordering(self) -> None:
+        order = getattr(self._reader, "request_order", None)
+        if order is not None and order.reordered is not None:
+            raise ReorderError(
+                f"model.fit reordered {type(self._reader).__name__}'s batches (asked for batch "
+                f"{order.reordered} first): give fit(..., shuffle=False); the reader shuffles "
+                f"its samples itself, in an order a restart can replay"
+            )
 
     def _save_model(self, batches: int | None = None) -> None:
         """Write weights, epoch and reader position into a new folder, then rename it into
@@ -73,7 +111,7 @@ class BackupAndRestore(keras.callbacks.BackupAndRestore):
         epoch, position = self._current_epoch, None
         if self._reader is not None:
             position = self._reader.state_dict(batches or 0)
-            if batches is not None and batches == self._iterator.num_batches:
+            if batches is not None and batches == keras_compat.epoch_steps(self._iterator):
                 epoch += 1  # the epoch's last batch: the reader names the next epoch already
         root = Path(self.backup_dir)
         root.mkdir(parents=True, exist_ok=True)
@@ -111,36 +149,22 @@ class BackupAndRestore(keras.callbacks.BackupAndRestore):
         self._saves = saves[-1]
         if self._reader is not None and metadata.get("reader") is not None:
             self._reader.load_state_dict(metadata["reader"])
-            self._iterator._num_batches = len(self._reader)
+            keras_compat.set_epoch_steps(self._iterator, len(self._reader))
 
 
-def _fit_epoch_iterator() -> Any:
-    """The `epoch_iterator` of the `fit` call running this callback (None outside fit)."""
-    frame = sys._getframe(2)
-    while frame is not None:
-        candidate = frame.f_locals.get("epoch_iterator")
-        if hasattr(candidate, "data_adapter") and hasattr(candidate, "_num_batches"):
-            return candidate
-        frame = frame.f_back
-    return None
-
-
-def _reader_of(iterator: Any) -> Any:
-    """The object that saves and restores the position of fit's packer reader, or None."""
-    if iterator is None:
+def _position_of(reader: Any) -> Any:
+    """What saves and restores `reader`'s position: the reader itself, or a packer.tf.dataset's
+    `packer_position`; a one-line error for anything else."""
+    if reader is None:
         return None
-    adapter = iterator.data_adapter
-    data = getattr(adapter, "py_dataset", None)
-    if data is None:  # a tf.data dataset: packer.tf.dataset carries its passes
-        return getattr(getattr(adapter, "_dataset", None), "packer_position", None)
-    return data if hasattr(data, "state_dict") and hasattr(data, "load_state_dict") else None
-
-
-def _in_order(adapter: Any) -> None:
-    """Have Keras ask for the batches in order (a packer reader shuffles its samples itself)."""
-    adapter.shuffle = False
-    if getattr(adapter, "enqueuer", None) is not None:
-        adapter.enqueuer.shuffle = False
+    position = getattr(reader, "packer_position", reader)
+    if not (hasattr(position, "state_dict") and hasattr(position, "load_state_dict")):
+        raise TypeError(
+            f"BackupAndRestore(reader=...) takes a packer reader (PackedSequence, "
+            f"packer.parallel(...), packer.tf.dataset(..., repeat=False)), not "
+            f"{type(reader).__name__}"
+        )
+    return position
 
 
 def _backups(root: Path) -> list[int]:

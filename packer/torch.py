@@ -24,21 +24,13 @@ batches over in reusable shared-memory slots (`reading.handoff`).
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import replace
-from types import FrameType
 
 import numpy as np
 import torch
-from torch.utils.data import (
-    Dataset,
-    DistributedSampler,
-    IterableDataset,
-    RandomSampler,
-    get_worker_info,
-)
+from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
-from . import torch_device
+from . import torch_compat, torch_device
 from .augment import Augment
 from .reading import gather, handoff
 from .reading.loader import Loader
@@ -264,7 +256,7 @@ class PackedDataset(_Packed, Dataset):
     """
 
     def __len__(self) -> int:
-        _refuse_reordering(sys._getframe(1))
+        torch_compat.refuse_reordering("packer.torch.PackedDataset")
         return self._sync()
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -351,17 +343,3 @@ class PackedIterable(_Packed, IterableDataset):
                     f"(torchdata's StatefulDataLoader saves them): resume with as many"
                 )
             self._resume = (state["next"], state["stride"])
-
-
-def _refuse_reordering(caller: FrameType) -> None:
-    """A ValueError when the length is asked for by a sampler that would reorder or split
-    the batches: the RandomSampler of a DataLoader's `shuffle=True` (its `num_samples`, when
-    the DataLoader is made) or a DistributedSampler."""
-    sampler = caller.f_locals.get("self")
-    if isinstance(sampler, RandomSampler | DistributedSampler):
-        raise ValueError(
-            f"packer.torch.PackedDataset orders and shards its batches itself (seeded, "
-            f"resumable): give the DataLoader shuffle=False and no {type(sampler).__name__}; "
-            f"shuffle with the dataset's shuffle=, shard with its rank/world_size (default: "
-            f"torch.distributed's)"
-        )

@@ -20,7 +20,7 @@ def data(path: str, reader: str):
         import packer.tf
 
         return packer.tf.dataset(path, batch_size=3, seed=4)
-    import packer.parallel
+    import packer
     from packer.keras import PackedSequence
 
     if reader == "parallel":
@@ -51,10 +51,12 @@ def train(
     kill_at: int = 0,
     keras_own: bool = False,
     save_freq: str | int = 1,
+    shuffled: bool = False,
 ) -> None:
     """Fit with deterministic ops, backing up every `save_freq` batches or every epoch (with
     Keras' own callback when `keras_own`); SIGKILL itself right after step `kill_at`. The final
-    weights go to out/final.npz, each step's batch number to out/steps.log."""
+    weights go to out/final.npz, each step's batch number to out/steps.log. `shuffled`: fit's
+    shuffle=True for a packer reader too (which BackupAndRestore refuses)."""
     import keras
     import numpy as np
     import tensorflow as tf
@@ -84,10 +86,14 @@ def train(
             if Kill.steps == kill_at:
                 os.kill(os.getpid(), signal.SIGKILL)  # no chance to save anything more
 
-    backup = (keras.callbacks.BackupAndRestore if keras_own else BackupAndRestore)(
-        out / "backup", save_freq=save_freq
-    )
-    model.fit(data(path, reader), epochs=2, verbose=0, callbacks=[backup, Kill()])
+    reading = data(path, reader)
+    if keras_own:
+        backup = keras.callbacks.BackupAndRestore(out / "backup", save_freq=save_freq)
+    else:
+        told = None if reader == "plain" else reading  # plain: Keras' own behaviour
+        backup = BackupAndRestore(out / "backup", save_freq=save_freq, reader=told)
+    shuffle = reader == "plain" or shuffled  # Keras reorders only readers it is not told of
+    model.fit(reading, epochs=2, verbose=0, shuffle=shuffle, callbacks=[backup, Kill()])
     np.savez(out / "final.npz", *model.get_weights())
 
 
@@ -99,6 +105,7 @@ if __name__ == "__main__":
     parser.add_argument("--kill-at", type=int, default=0)
     parser.add_argument("--keras-own", action="store_true")
     parser.add_argument("--save-freq", default="1", help="batches, or 'epoch'")
+    parser.add_argument("--shuffled", action="store_true")
     args = parser.parse_args()
     freq = args.save_freq if args.save_freq == "epoch" else int(args.save_freq)
-    train(args.path, args.reader, args.out, args.kill_at, args.keras_own, freq)
+    train(args.path, args.reader, args.out, args.kill_at, args.keras_own, freq, args.shuffled)

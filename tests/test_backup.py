@@ -30,7 +30,8 @@ def pack(seg_src, tmp_path_factory) -> Path:
 def fit(pack: Path, reader: str, out: Path, *options: str) -> subprocess.Popen:
     out.mkdir(exist_ok=True)
     command = [sys.executable, "-m", "tests.keras_jobs", str(pack), reader, str(out), *options]
-    env = os.environ | {"PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    path = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env = os.environ | {"PYTHONPATH": path, "TF_CPP_MIN_LOG_LEVEL": "3"}  # an older Keras too
     return subprocess.Popen(command, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
 
 

@@ -105,7 +105,7 @@ def alive(pid: int) -> bool:
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_parallel_gives_the_same_batches_in_order_over_epochs(workers):
-    from packer.parallel import parallel
+    from packer import parallel
 
     plain, parent = ShiftingSequence(), ShiftingSequence()
     dataset = parallel(parent, workers=workers)
@@ -124,7 +124,7 @@ def test_parallel_gives_the_same_batches_in_order_over_epochs(workers):
 def test_fit_shuffled_batch_order_is_made_ahead_and_once(tmp_path):
     """model.fit asks for batches in a shuffled order, through threads: each is the batch
     asked for, and hardly any is made twice."""
-    from packer.parallel import parallel
+    from packer import parallel
 
     log = tmp_path / "made.log"
     plain, dataset = ShiftingSequence(batches=40), parallel(CountingSequence(log, 40), workers=2)
@@ -245,7 +245,7 @@ def test_sigkill_of_the_parent_leaves_no_worker_and_nothing_in_dev_shm(start):
 
 
 def test_model_fit_trains_from_parallel():
-    from packer.parallel import parallel
+    from packer import parallel
     from tests.conftest import tiny_classifier
 
     sequence = ShiftingSequence(batches=4, size=12, batch=8)
@@ -265,7 +265,7 @@ import sys
 import tensorflow  # a training script: TensorFlow before anything else
 import keras
 import numpy as np
-from packer.parallel import parallel
+from packer import parallel
 from packer.reading.pipeline import Pipeline
 from tests.test_pipeline import ShiftingSequence, plainly, through_keras
 

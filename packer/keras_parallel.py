@@ -1,16 +1,13 @@
 """`packer.parallel`: any Keras `Sequence`/`PyDataset`, its batches made in packer's worker
 processes and handed over through shared memory instead of pickled through pipes.
 
-Keras is imported inside `parallel`, so `import packer` stays free of TensorFlow. The module
-is itself callable, so `packer.parallel(seq)` works whether `packer.parallel` names this module
-(after `import packer.parallel`) or the function.
+Keras is imported inside `parallel`, so `import packer` stays free of TensorFlow. Users reach
+the function as `packer.parallel` (or `from packer import parallel`): the package exports it.
 """
 
 from __future__ import annotations
 
 import functools
-import sys
-import types
 from typing import Any
 
 from .reading.pipeline import Pipeline, asking_threads
@@ -50,6 +47,7 @@ def _dataset_class() -> type:
             self.sequence = sequence
             self.hooks = [name for name in _HOOKS if _overrides(sequence, name, keras)]
             self.offset = 0  # batches of this epoch done before a resume
+            self.request_order = None  # BackupAndRestore(reader=) watches fit's order
 
         def __len__(self) -> int:
             return len(self.pipeline) - self.offset
@@ -57,6 +55,8 @@ def _dataset_class() -> type:
         def __getitem__(self, index: int) -> Any:
             if not 0 <= index < len(self):
                 raise IndexError(f"batch {index} out of range ({len(self)} batches)")
+            if self.request_order is not None:
+                self.request_order.saw(index)
             return self.pipeline[self.offset + index]
 
         def on_epoch_begin(self) -> None:
@@ -113,13 +113,3 @@ def _length(sequence: Any) -> int:
     if count is None:
         raise ValueError("packer.parallel needs a sequence of known length")
     return count
-
-
-class _CallableModule(types.ModuleType):
-    """This module, callable as `parallel`."""
-
-    def __call__(self, sequence: Any, workers: int = 4, max_queue_size: int | None = None) -> Any:
-        return parallel(sequence, workers, max_queue_size)
-
-
-sys.modules[__name__].__class__ = _CallableModule
