@@ -1,16 +1,18 @@
-"""Shared fixtures: small synthetic datasets the tests make themselves, and the real-data root."""
+"""Pytest fixtures every folder shares: small synthetic datasets the tests make themselves,
+packs several test modules read, and the real S3 endpoint (moto's server) started once.
+Builders and helpers live in tests/fixtures/."""
 
 from __future__ import annotations
 
-import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from packer.synthetic import make_classification, make_segmentation
-
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+from tests.fixtures.golden import make_class_folders, make_sources
+from tests.fixtures.processes import pack_cmd
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -30,36 +32,19 @@ def cls_src(tmp_path_factory) -> Path:
     )
 
 
-def tiny_classifier(size: int, classes: int):
-    """A small real Keras CNN, compiled, for one-epoch training tests."""
-    import keras
-
-    model = keras.Sequential(
-        [
-            keras.Input((size, size, 3)),
-            keras.layers.Conv2D(4, 3, activation="relu"),
-            keras.layers.GlobalAveragePooling2D(),
-            keras.layers.Dense(classes, activation="softmax"),
-        ]
-    )
-    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
-    return model
+@pytest.fixture(scope="session")
+def golden_sources(tmp_path_factory) -> dict[str, Path]:
+    """The golden packs' sources: "seg" (mask folders) and "cls" (class folders)."""
+    base = tmp_path_factory.mktemp("golden")
+    return {"seg": make_sources(base / "seg"), "cls": make_class_folders(base / "cls")}
 
 
-def manifest_hashes(root: Path) -> dict[str, str]:
-    """Path -> sha256 of every file a pack's manifest lists."""
-    data = json.loads((root / "dataset.json").read_text())
-    return {
-        f["path"]: f["sha256"]
-        for split in data["splits"].values()
-        for shard in split["shards"]
-        for f in shard["files"]
-    }
-
-
-def shared_dataset(name: str) -> Path:
-    """A real dataset from ../shared/data, or skip the test when it is absent."""
-    path = SHARED_DATA / name
-    if not path.is_dir():
-        pytest.skip(f"real dataset {name} not available ({SHARED_DATA} absent)")
-    return path
+@pytest.fixture(scope="session")
+def many_shards(tmp_path_factory) -> tuple[Path, list[str], Path]:
+    """A source that packs into 40 one-sample shards (the pack options for that), and its
+    uninterrupted reference pack: what the interruption tests kill and resume."""
+    root = tmp_path_factory.mktemp("interrupt")
+    src = make_segmentation(root / "src", {"train": 40}, (320, 240))
+    args = ["--size", "96x72", "--shard-size", str(96 * 72 * 4), "--no-progress"]
+    subprocess.run(pack_cmd(src, root / "reference", *args), check=True, capture_output=True)
+    return src, args, root / "reference"

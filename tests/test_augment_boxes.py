@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import importlib.util
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from packer.augment import Augment, numpy_exec
 from packer.augment.idg import from_idg
+from tests.fixtures.packs import REPO
 
 HW = (40, 56)
 COLOURS = np.array([[200, 30, 30], [30, 200, 30], [30, 30, 200], [220, 220, 40], [40, 220, 220]])
@@ -379,7 +379,7 @@ def test_torch_targets_on_cuda_match_the_cpu():
 def test_the_readme_block_runs_as_written():
     pytest.importorskip("torch")
     pytest.importorskip("tensorflow")
-    readme = Path(__file__).resolve().parents[1] / "README.md"
+    readme = REPO / "README.md"
     section = readme.read_text().split("### Augmentation with boxes and per-object masks")[1]
     block = re.search(r"```python\n(.*?)```", section, re.S)[1]
     scope: dict = {}

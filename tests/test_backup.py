@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 import packer
+from tests.fixtures.packs import REPO
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 KILL_AT = 7  # steps: batch 2 of the second epoch (5 batches of 3 per epoch, 14 samples)
 
 
@@ -29,7 +30,7 @@ def pack(seg_src, tmp_path_factory) -> Path:
 
 def fit(pack: Path, reader: str, out: Path, *options: str) -> subprocess.Popen:
     out.mkdir(exist_ok=True)
-    command = [sys.executable, "-m", "tests.keras_jobs", str(pack), reader, str(out), *options]
+    command = [sys.executable, "-m", "tests.jobs.keras_jobs", str(pack), reader, str(out), *options]
     env = os.environ | {"PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
     return subprocess.Popen(command, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
 

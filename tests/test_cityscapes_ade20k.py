@@ -18,12 +18,10 @@ from packer.labels import IGNORED
 from packer.sources import SourceError, scan
 from packer.sources.ade20k_names import ADE20K_NAMES
 from packer.sources.cityscapes_labels import LABELS, train_table
-from tests.conftest import manifest_hashes
+from tests.fixtures.cityscapes import TRAIN_IDS, to_train_ids
+from tests.fixtures.packs import manifest_hashes
 
 W, H = 24, 16
-# cityscapesScripts helpers/labels.py, written out again here: label id -> train id
-TRAIN_IDS = dict(zip((7, 8, 11, 12, 13, 17, 19, 20, 21, 22), range(10), strict=True))
-TRAIN_IDS |= dict(zip((23, 24, 25, 26, 27, 28, 31, 32, 33), range(10, 19), strict=True))
 TRAIN_NAMES = (
     ("road", (128, 64, 128)),
     ("sidewalk", (244, 35, 232)),
@@ -66,13 +64,6 @@ def stripes(rng: np.random.Generator, values) -> np.ndarray:
     """A (H, W) uint8 mask of random values from `values`, in 2x2 blocks."""
     blocks = rng.choice(np.asarray(values), (H // 2, W // 2))
     return np.kron(blocks, np.ones((2, 2), np.int64)).astype(np.uint8)
-
-
-def to_train_ids(label_ids: np.ndarray) -> np.ndarray:
-    lut = np.full(256, 255, np.uint8)
-    for label, train in TRAIN_IDS.items():
-        lut[label] = train
-    return lut[label_ids]
 
 
 def read_back(out: Path) -> dict[str, np.ndarray]:

@@ -15,22 +15,24 @@ from PIL import Image
 
 import packer
 from packer.cli import pack_command
-from tests.coco_fixtures import (
+from tests.fixtures.coco import (
+    EXACT,
     SIZE,
+    annotations_of,
     box,
-    class_ids,
     disc,
     instances_json,
     make_coco,
     make_panoptic,
+    masks_by_image,
+    painted,
     torchvision_target,
     write_images,
 )
-from tests.conftest import manifest_hashes
-from tests.test_reliability import finished_shards, pack_cmd, wait_for_receipts
+from tests.fixtures.packs import manifest_hashes
+from tests.fixtures.processes import finished_shards, pack_cmd, wait_for_receipts
 
 W, H = SIZE
-EXACT = {"size": SIZE, "resize": "none"}
 # pycocotools' decode under NumPy 2 (the reference masks drawn here) warns of a copy
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
 
@@ -38,21 +40,6 @@ pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:Depreca
 @pytest.fixture(scope="module")
 def coco_src(tmp_path_factory) -> Path:
     return make_coco(tmp_path_factory.mktemp("coco") / "coco")
-
-
-def annotations_of(json_path: Path) -> dict[str, list[dict]]:
-    """image file name -> its annotations, from the JSON."""
-    data = json.loads(json_path.read_text())
-    names = {i["id"]: i["file_name"] for i in data["images"]}
-    found: dict[str, list[dict]] = {n: [] for n in names.values()}
-    for a in data["annotations"]:
-        found[names[a["image_id"]]].append(a)
-    return found
-
-
-def masks_by_image(ds, split: str) -> dict[str, np.ndarray]:
-    part = ds[split]
-    return {Path(part.source(i)).name: part[i][1] for i in range(part.count)}
 
 
 def test_instances_are_drawn_as_torchvision_draws_them(coco_src, tmp_path):
@@ -97,33 +84,6 @@ def test_masks_follow_the_image_geometry_as_png_masks_do(coco_src, tmp_path):
     a, b = masks_by_image(ds, "train"), masks_by_image(png, "train")
     for name in a:
         np.testing.assert_array_equal(a[name], b[name])
-
-
-def painted(anns: list[dict], overlap: str, crowd: str, categories=None) -> np.ndarray:
-    """The other conventions, by hand: later annotations paint over earlier ones; crowds
-    take their class or the ignore index."""
-    from pycocotools.coco import COCO
-
-    coco = COCO()
-    coco.dataset = {"images": [{"id": 0, "height": H, "width": W}], "annotations": []}
-    coco.createIndex()
-    classes = class_ids(categories) if categories else {1: 1, 3: 2, 18: 3}
-    target = np.zeros((H, W), np.uint8)
-    count = np.zeros((H, W), np.uint8)
-    crowds = np.zeros((H, W), bool)
-    for a in anns:
-        m = coco.annToMask({**a, "image_id": 0}).astype(bool)
-        if a["iscrowd"] and crowd == "ignore":
-            crowds |= m
-        elif overlap == "last":
-            target[m] = classes[a["category_id"]]
-        else:
-            target = np.maximum(target, m * np.uint8(classes[a["category_id"]]))
-            count += m
-    if overlap == "ignore":
-        target[count > 1] = 255
-    target[crowds] = 255
-    return target
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,18 @@ import numpy as np
 import pytest
 
 import packer
-from tests.coco_fixtures import SHUFFLED, make_coco, make_panoptic, torchvision_target
-from tests.test_coco import EXACT, H, W, annotations_of, masks_by_image, painted
+from tests.fixtures.coco import (
+    EXACT,
+    SHUFFLED,
+    H,
+    W,
+    annotations_of,
+    make_coco,
+    make_panoptic,
+    masks_by_image,
+    painted,
+    torchvision_target,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
 

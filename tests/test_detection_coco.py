@@ -14,8 +14,8 @@ from pycocotools.coco import COCO
 
 import packer
 from packer.cli import pack_command
-from tests.coco_fixtures import CATEGORIES, box
-from tests.detection_fixtures import H, W, detection_json, make_detection_coco, write_images
+from tests.fixtures.coco import CATEGORIES, box
+from tests.fixtures.detection import H, W, detection_json, make_detection_coco, write_images
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
 LABEL = {c["id"]: i for i, c in enumerate(sorted(CATEGORIES, key=lambda c: c["id"]))}
@@ -187,7 +187,7 @@ def test_boxes_only_export_asked_for_masks_says_so(tmp_path):
 
 
 def test_workers_give_the_same_bytes(coco_src, tmp_path):
-    from tests.conftest import manifest_hashes
+    from tests.fixtures.packs import manifest_hashes
 
     one = packer.pack(coco_src, out=tmp_path / "a", size=(24, 24), task="instances", workers=1)
     two = packer.pack(coco_src, out=tmp_path / "b", size=(24, 24), task="instances", workers=2,
@@ -198,7 +198,7 @@ def test_workers_give_the_same_bytes(coco_src, tmp_path):
 
 
 def test_panoptic_json_asked_for_objects_says_where_they_are(tmp_path):
-    from tests.coco_fixtures import make_panoptic
+    from tests.fixtures.coco import make_panoptic
 
     src, _ = make_panoptic(tmp_path / "pan")
     result = CliRunner().invoke(pack_command, [str(src), "--dry-run", "--task", "detection"])

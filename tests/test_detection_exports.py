@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 import packer
 from packer.cli import pack_command
-from tests.detection_fixtures import make_cvat, make_detection_coco, make_roboflow
+from tests.fixtures.detection import make_cvat, make_detection_coco, make_roboflow
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
 SIZE = {"size": (40, 30), "resize": "none"}

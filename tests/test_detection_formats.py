@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import packer
-from tests.conftest import manifest_hashes
-from tests.detection_fixtures import make_detection_coco
+from tests.fixtures.detection import make_detection_coco
+from tests.fixtures.packs import manifest_hashes
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
 SIZE = (36, 28)

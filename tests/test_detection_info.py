@@ -14,7 +14,7 @@ from PIL import Image
 import packer
 from packer.cli import main
 from packer.preview import class_colors
-from tests.detection_fixtures import make_detection_coco
+from tests.fixtures.detection import make_detection_coco
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
 

@@ -18,7 +18,7 @@ import packer.keras
 import packer.tf
 import packer.torch
 from packer.augment import numpy_exec
-from tests.detection_fixtures import make_detection_coco
+from tests.fixtures.detection import make_detection_coco
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
 SIZE = (36, 28)

@@ -11,7 +11,7 @@ from torch.utils.data import DataLoader
 
 import packer
 import packer.torch
-from tests.detection_fixtures import make_detection_coco
+from tests.fixtures.detection import make_detection_coco
 
 detection = pytest.importorskip("torchvision.models.detection")
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")

@@ -15,7 +15,7 @@ import packer
 from packer.reading.loader import Loader
 from packer.reading.position import ENCODED_LENGTH, MAX_PASSES, Pass, agreed
 from packer.reading.sampler import Sampler
-from tests.torch_jobs import KINDS, ids_of, sample_ids
+from tests.jobs.torch_jobs import KINDS, ids_of, sample_ids
 
 COUNT = 14  # samples in the pack's train split, in shards of 5, 5 and 4
 

@@ -11,8 +11,7 @@ import pytest
 from PIL import Image
 
 from packer.imaging import Header, ImageError, decode_image, pillow_header, read_header
-
-from .corpus import encoded, png_chunk
+from tests.fixtures.corpus import encoded, png_chunk
 
 ORIENTATION = 0x0112
 

@@ -30,7 +30,7 @@ from packer.imaging import (
     resample_mask,
 )
 from packer.packing.convert import read_source
-from tests.corpus import bomb_png, interlaced_png
+from tests.fixtures.corpus import bomb_png, interlaced_png
 
 COLOURS = np.array(
     [[230, 25, 75], [60, 180, 75], [255, 225, 25], [0, 130, 200], [245, 130, 48], [145, 30, 180]],

@@ -6,7 +6,6 @@ import os
 import pickle
 import subprocess
 import sys
-from pathlib import Path
 
 import keras
 import numpy as np
@@ -15,7 +14,8 @@ import pytest
 import packer
 from packer.keras import PackedSequence
 from packer.reading.transforms import one_hot_table
-from tests.conftest import tiny_classifier
+from tests.fixtures.models import tiny_classifier
+from tests.fixtures.packs import REPO
 
 
 @pytest.fixture(scope="module")
@@ -218,7 +218,7 @@ print("trained", history.history["loss"])
 
 
 def test_keras_with_the_torch_backend_trains_from_packed_sequence(cls_pack):
-    env = os.environ | {"KERAS_BACKEND": "torch", "PYTHONPATH": str(Path(__file__).parents[1])}
+    env = os.environ | {"KERAS_BACKEND": "torch", "PYTHONPATH": str(REPO)}
     done = subprocess.run(
         [sys.executable, "-c", KERAS_TORCH, str(cls_pack)],
         env=env, capture_output=True, text=True, timeout=300,

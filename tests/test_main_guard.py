@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.fixtures.packs import REPO
+
+ROOT = REPO
 
 PRODUCER = """
 import json, os, sys

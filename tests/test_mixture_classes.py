@@ -10,7 +10,7 @@ import pytest
 import packer
 from packer.errors import MixtureError
 from packer.reading.loader import Loader
-from tests.mixture_packs import cls_pack, seg_pack
+from tests.fixtures.mixture import cls_pack, seg_pack
 
 IGNORE = 255
 

@@ -15,7 +15,7 @@ import packer
 from packer.cli import main
 from packer.errors import MixtureError
 from packer.reading.loader import Loader
-from tests.mixture_packs import seg_pack
+from tests.fixtures.mixture import seg_pack
 
 
 @pytest.fixture(scope="module")

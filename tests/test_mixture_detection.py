@@ -13,7 +13,7 @@ import pytest
 import packer
 import packer.keras
 import packer.torch
-from tests.detection_fixtures import make_detection_coco
+from tests.fixtures.detection import make_detection_coco
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
 SIZE = (36, 28)

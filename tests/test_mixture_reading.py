@@ -13,7 +13,7 @@ from torch.utils.data import DataLoader
 
 import packer
 from packer.reading.loader import Loader
-from tests.mixture_packs import image_ids, seg_pack
+from tests.fixtures.mixture import image_ids, seg_pack
 
 SEED = 4
 

@@ -27,9 +27,10 @@ from packer.cli import main
 from packer.errors import PackError, SourceError, StorageError
 from packer.report import reason_kind
 from packer.synthetic import color_mask, make_classification, make_segmentation, shapes_scene
-from tests.corpus import write_classification_corpus
+from tests.fixtures.corpus import write_classification_corpus
+from tests.fixtures.packs import REPO
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = REPO / "README.md"
 
 
 def cli(*args: str):
@@ -760,7 +761,7 @@ def test_the_readme_shows_the_image_data_generator_user_the_way_in():
 
 def _block(heading: str, first: str) -> str:
     """The README block under `heading` whose first line starts with `first`."""
-    from tests.readme_blocks import runnable
+    from tests.fixtures.readme_blocks import runnable
 
     found = [b for b in runnable(README) if b.heading == heading and b.first_line.startswith(first)]
     assert len(found) == 1, (heading, first)

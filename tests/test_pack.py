@@ -14,7 +14,7 @@ import packer
 from packer.errors import PackError, UnknownLabelError
 from packer.packing import plan
 from packer.synthetic import SHAPE_CLASSES, make_segmentation
-from tests.conftest import manifest_hashes
+from tests.fixtures.packs import manifest_hashes
 
 COLOR_TO_CLASS = {color: i for i, (_, color) in enumerate(SHAPE_CLASSES)}
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import packer
-from tests.test_sources_voc import XMLS, detectron2_instances, voc
-from tests.test_sources_yolo import DETECT, SEGMENT, H, W, polygon2mask, write, xywhn2xyxy
+from tests.fixtures.voc import XMLS, detectron2_instances, voc
+from tests.fixtures.yolo import DETECT, SEGMENT, H, W, polygon2mask, write, xywhn2xyxy
 
 pytest.importorskip("packer.packing.objects", reason="the converter for objects is not here")
 

@@ -8,7 +8,6 @@ sequences below, and should not pay for TensorFlow.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
@@ -21,86 +20,15 @@ import numpy as np
 import pytest
 
 from packer.reading.pipeline import Pipeline, WorkerError
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-class ShiftingSequence:
-    """A Keras-style sequence whose batches change with the epoch; the last batch is short."""
-
-    def __init__(self, batches: int = 5, size: int = 8, batch: int = 4) -> None:
-        self.batches, self.size, self.batch = batches, size, batch
-        self.epoch = 0
-
-    def __len__(self) -> int:
-        return self.batches
-
-    def __getitem__(self, index: int) -> tuple[np.ndarray, np.ndarray]:
-        count = self.batch - 1 if index == self.batches - 1 else self.batch
-        rng = np.random.default_rng((self.epoch, index))
-        x = rng.random((count, self.size, self.size, 3), np.float32)
-        return x, (np.arange(count) + index + self.epoch) % 3
-
-    def on_epoch_end(self) -> None:
-        self.epoch += 1
-
-
-class Growing:
-    """Batches whose shapes grow (slots must grow), as dicts with a non-array leaf."""
-
-    def make(self, index: int) -> dict:
-        if index == 3:
-            _explode(index)
-        side = 2 + 3 * index
-        image = np.arange(side * side * 3, dtype=np.uint16).reshape(side, side, 3) + index
-        return {"image": image, "ids": [np.full(index, index, np.int64)], "note": None}
-
-
-def _explode(index: int) -> None:
-    raise ValueError(f"batch {index} is broken")
-
-
-class CountingSequence(ShiftingSequence):
-    """A ShiftingSequence that notes every batch made, in any process, in a file."""
-
-    def __init__(self, log: Path, batches: int) -> None:
-        super().__init__(batches=batches)
-        self.log = log
-
-    def __getitem__(self, index: int) -> tuple[np.ndarray, np.ndarray]:
-        with open(self.log, "a") as log:
-            log.write(f"{index}\n")
-        return super().__getitem__(index)
-
-
-def through_keras(dataset, epochs: int, shuffle: bool = False) -> list[tuple[np.ndarray, ...]]:
-    """Every batch of `epochs` epochs, fetched the way model.fit fetches them (copied out)."""
-    from keras.src.trainers.data_adapters.py_dataset_adapter import PyDatasetAdapter
-
-    adapter = PyDatasetAdapter(dataset, shuffle=shuffle)
-    batches = []
-    for _ in range(epochs):
-        adapter.on_epoch_begin()
-        batches += [tuple(map(np.array, b)) for b in adapter.get_numpy_iterator()]
-        adapter.on_epoch_end()
-    return batches
-
-
-def plainly(sequence, epochs: int) -> list[tuple[np.ndarray, ...]]:
-    """Every batch of `epochs` epochs of a sequence used as it is."""
-    batches = []
-    for _ in range(epochs):
-        batches += [sequence[i] for i in range(len(sequence))]
-        sequence.on_epoch_end()
-    return batches
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
+from tests.fixtures.packs import REPO
+from tests.fixtures.processes import alive, shm_users
+from tests.fixtures.sequences import (
+    CountingSequence,
+    Growing,
+    ShiftingSequence,
+    plainly,
+    through_keras,
+)
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -203,22 +131,12 @@ def test_broadcast_failure_and_dead_worker_are_reported():
 KILLED_PARENT = """
 import sys, time
 from packer.reading.pipeline import Pipeline
-from tests.test_pipeline import ShiftingSequence
+from tests.fixtures.sequences import ShiftingSequence
 pipeline = Pipeline(ShiftingSequence(size=64).__getitem__, 50, workers=2, start=sys.argv[1])
 batch = pipeline[0]
 print(*pipeline.worker_pids, flush=True)
 time.sleep(120)
 """
-
-
-def shm_users(pid: int) -> list[str]:
-    """What process `pid` has open or mapped from /dev/shm."""
-    fds = []
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        with contextlib.suppress(FileNotFoundError):  # closed while we list (a spawn's pipes)
-            fds.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
-    maps = Path(f"/proc/{pid}/maps").read_text().splitlines()
-    return [name for name in fds + maps if "/dev/shm" in name]
 
 
 @pytest.mark.parametrize("start", ["fork", "spawn"])
@@ -246,7 +164,7 @@ def test_sigkill_of_the_parent_leaves_no_worker_and_nothing_in_dev_shm(start):
 
 def test_model_fit_trains_from_parallel():
     from packer.parallel import parallel
-    from tests.conftest import tiny_classifier
+    from tests.fixtures.models import tiny_classifier
 
     sequence = ShiftingSequence(batches=4, size=12, batch=8)
     model = tiny_classifier(12, 3)
@@ -267,7 +185,7 @@ import keras
 import numpy as np
 from packer.parallel import parallel
 from packer.reading.pipeline import Pipeline
-from tests.test_pipeline import ShiftingSequence, plainly, through_keras
+from tests.fixtures.sequences import ShiftingSequence, plainly, through_keras
 
 
 class Script(keras.utils.PyDataset):  # defined in the script: workers import it from __main__

@@ -13,12 +13,10 @@ from PIL import Image
 
 import packer
 from packer.cli import pack_command
-from tests.conftest import manifest_hashes
+from tests.fixtures.cityscapes import to_train_ids
+from tests.fixtures.packs import manifest_hashes
 
 W, H = 32, 24
-# cityscapesScripts helpers/labels.py: label id -> train id for the 19 training classes
-TRAIN_IDS = {7: 0, 8: 1, 11: 2, 12: 3, 13: 4, 17: 5, 19: 6, 20: 7, 21: 8, 22: 9, 23: 10}
-TRAIN_IDS |= {24: 11, 25: 12, 26: 13, 27: 14, 28: 15, 31: 16, 32: 17, 33: 18}
 USED_IDS = (0, 1, 4, 7, 8, 9, 11, 17, 21, 23, 24, 26, 29, 33)
 
 
@@ -55,13 +53,6 @@ def cityscapes(tmp_path_factory) -> tuple[Path, dict[str, np.ndarray]]:
     return root, ids
 
 
-def train_ids(labels: np.ndarray) -> np.ndarray:
-    lut = np.full(256, 255, np.uint8)
-    for label, train in TRAIN_IDS.items():
-        lut[label] = train
-    return lut[labels]
-
-
 def by_name(ds, split: str) -> dict[str, np.ndarray]:
     part = ds[split]
     return {Path(part.source(i)).name: part[i][1] for i in range(part.count)}
@@ -81,7 +72,7 @@ def test_cityscapes_label_ids_become_the_19_train_ids(cityscapes, tmp_path):
     assert ds.manifest["rejected"] == [] and ds.manifest["unknown_labels"] == []
     for split in ("train", "val"):
         for name, mask in by_name(ds, split).items():
-            np.testing.assert_array_equal(mask, train_ids(ids[name]), name)
+            np.testing.assert_array_equal(mask, to_train_ids(ids[name]), name)
     assert ds.manifest["class_mapping"]["values"]["7"] == 0
     assert ds.manifest["class_mapping"]["values"]["9"] == -1  # parking: ignored
 
@@ -105,7 +96,7 @@ def test_ignoring_sky_renumbers_the_classes_after_it(cityscapes, tmp_path):
     names = [c["name"] for c in ds.classes]
     assert len(names) == 18 and "sky" not in names and names[10] == "person"
     for name, mask in by_name(ds, "train").items():
-        want = train_ids(ids[name]).astype(np.int32)
+        want = to_train_ids(ids[name]).astype(np.int32)
         want = np.where(want == 10, 255, np.where((want > 10) & (want < 255), want - 1, want))
         np.testing.assert_array_equal(mask, want.astype(np.uint8), name)
 

@@ -1,6 +1,6 @@
 """The README runs as written: every fenced python and sh block, in order, in a scratch folder
 prepared as `make sample` prepares one (smaller), one interpreter for all of them
-(`tests/readme_driver.py`); and the benchmark commands of benchmarks/README.md name scripts
+(`tests/jobs/readme_driver.py`); and the benchmark commands of benchmarks/README.md name scripts
 and options that exist. A block that needs what this machine lacks marks the line with
 `# needs: cuda` / `# needs: cluster` and shows the form that runs here beside it."""
 
@@ -12,14 +12,14 @@ import re
 import shlex
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from tests import readme_driver
-from tests.readme_blocks import Block, blocks, needs, runnable
+from tests.fixtures.packs import REPO
+from tests.fixtures.readme_blocks import Block, blocks, needs, runnable
+from tests.jobs import readme_driver
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 README = ROOT / "README.md"
 BENCHMARKS = ROOT / "benchmarks" / "README.md"
 
@@ -29,7 +29,7 @@ def test_every_readme_block_runs_as_written(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
     env.pop("RAY_ADDRESS", None)
     done = subprocess.run(
-        [sys.executable, "-m", "tests.readme_driver", ROOT, tmp_path / "scratch", report,
+        [sys.executable, "-m", "tests.jobs.readme_driver", ROOT, tmp_path / "scratch", report,
          "README.md"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip

@@ -11,7 +11,7 @@ from PIL import Image
 
 import packer
 from packer.imaging import Geometry, pillow_header, place, read_header
-from tests.conftest import shared_dataset
+from tests.fixtures.packs import shared_dataset
 
 pytestmark = pytest.mark.shared_data
 

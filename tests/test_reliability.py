@@ -22,22 +22,15 @@ from packer.formats import FORMATS
 from packer.packing import make_plan, schedule
 from packer.packing.convert import Converter
 from packer.synthetic import make_segmentation
-from tests.conftest import manifest_hashes
-from tests.corpus import BLUE, GREEN, RED, exif_rotated_jpeg, write_classification_corpus
-
-
-def pack_cmd(src: Path, out: Path, *extra: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "packer",
-        "pack",
-        str(src),
-        "--out",
-        str(out),
-        "--no-progress",
-        *extra,
-    ]
+from tests.fixtures.corpus import BLUE, GREEN, RED, exif_rotated_jpeg, write_classification_corpus
+from tests.fixtures.packs import manifest_hashes
+from tests.fixtures.processes import (
+    children_of,
+    finished_shards,
+    gone,
+    pack_cmd,
+    wait_for_receipts,
+)
 
 
 def tree_digest(root: Path) -> dict[str, str]:
@@ -47,40 +40,6 @@ def tree_digest(root: Path) -> dict[str, str]:
         for p in sorted(root.rglob("*"))
         if p.is_file() and not p.is_symlink()
     }
-
-
-def children_of(pid: int) -> set[int]:
-    """Live processes whose parent is `pid` (read from /proc, no extra tools)."""
-    found = set()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            found.add(int(stat.parent.name))
-    return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
-def finished_shards(out: Path) -> set[str]:
-    """Shards whose receipt (written last, beside the shard's files) exists."""
-    return {p.name.split(".")[0] for p in out.glob("*/[!.]*.receipt.json")}
-
-
-def wait_for_receipts(out: Path, count: int, proc: subprocess.Popen) -> None:
-    deadline = time.monotonic() + 60
-    while len(finished_shards(out)) < count:
-        assert proc.poll() is None, "pack ended before it could be interrupted"
-        assert time.monotonic() < deadline, "pack made no progress"
-        time.sleep(0.002)
 
 
 # -- bad input ---------------------------------------------------------------------------------
@@ -168,16 +127,6 @@ def test_segmentation_pairing_problems_are_rejected(tmp_path):
 # -- interruption ------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def many_shards(tmp_path_factory) -> tuple[Path, list[str], Path]:
-    """A source that packs into 40 one-sample shards, and its uninterrupted reference pack."""
-    root = tmp_path_factory.mktemp("interrupt")
-    src = make_segmentation(root / "src", {"train": 40}, (320, 240))
-    args = ["--size", "96x72", "--shard-size", str(96 * 72 * 4)]
-    subprocess.run(pack_cmd(src, root / "reference", *args), check=True, capture_output=True)
-    return src, args, root / "reference"
-
-
 @pytest.mark.parametrize("after", [0, 1, 7, 25])
 def test_sigkill_at_any_point_then_rerun_gives_identical_output(many_shards, tmp_path, after):
     src, args, reference = many_shards
@@ -205,13 +154,6 @@ def test_sigkill_at_any_point_then_rerun_gives_identical_output(many_shards, tmp
     assert len(stamps) >= 3 * after  # three files per finished shard
 
 
-def _gone(pids: set[int], seconds: float = 5) -> bool:
-    deadline = time.monotonic() + seconds
-    while any(alive(p) for p in pids) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return not any(alive(p) for p in pids)
-
-
 def _interrupted(src, args, out, sig: int) -> tuple[int, str, set[int]]:
     """A 2-worker pack sent `sig` once two shards are finished: its exit code, its stderr
     and the worker processes it had."""
@@ -237,7 +179,7 @@ def test_ctrl_c_stops_workers_cleans_up_and_says_how_to_resume(many_shards, tmp_
     assert len(finished_shards(out)) < 40  # it stopped at once rather than finishing
     assert "run the same command again to resume" in stderr
     assert "Traceback" not in stderr
-    assert _gone(workers), "orphan worker processes"
+    assert gone(workers), "orphan worker processes"
     assert not list(out.rglob(".tmp-*")) and not list(out.rglob("*.part"))
     subprocess.run(pack_cmd(src, out, *args), check=True, capture_output=True, timeout=120)
     assert manifest_hashes(out) == manifest_hashes(reference)
@@ -251,7 +193,7 @@ def test_sigterm_stops_the_pack_as_ctrl_c_does_and_exits_143(many_shards, tmp_pa
     assert "interrupted: finished shards are kept" in stderr
     assert "run the same command again to resume:" in stderr and f"pack {src} " in stderr
     assert "Traceback" not in stderr
-    assert _gone(workers), "orphan worker processes"
+    assert gone(workers), "orphan worker processes"
     assert not list(out.rglob(".tmp-*")) and not list(out.rglob("*.part"))
     assert not (out / ".partial" / "parts").exists() and not (out / "dataset.json").exists()
     assert 2 <= len(finished_shards(out)) < 40  # stopped at once; finished shards kept
@@ -269,7 +211,7 @@ def test_workers_die_with_a_pack_killed_by_sigkill(many_shards, tmp_path):
     assert workers
     proc.kill()
     proc.wait()
-    assert _gone(workers), "workers outlived their killed parent"
+    assert gone(workers), "workers outlived their killed parent"
 
 
 class InterruptedEngine:

@@ -16,9 +16,10 @@ import torch
 from torch.utils.data import DataLoader
 
 import packer
-from tests.torch_jobs import KINDS, sample_ids
+from tests.fixtures.packs import REPO
+from tests.jobs.torch_jobs import KINDS, sample_ids
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 TOTAL = 12  # batches read: 5 per epoch (14 samples in batches of 3), so into a third epoch
 
 
@@ -151,7 +152,15 @@ def test_tf_resume_needs_a_seed_and_random_access(pack, seg_src, tmp_path):
 
 
 def run_job(pack: Path, kind: str, workers: int, out: Path, stop_after: int = 0):
-    command = [sys.executable, "-m", "tests.torch_jobs", "train", str(pack), kind, str(workers)]
+    command = [
+        sys.executable,
+        "-m",
+        "tests.jobs.torch_jobs",
+        "train",
+        str(pack),
+        kind,
+        str(workers),
+    ]
     command += [str(out), "--stop-after", str(stop_after)]
     env = os.environ | {"PYTHONPATH": str(ROOT)}
     return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)

@@ -32,9 +32,9 @@ from packer.packing import make_plan, schedule
 from packer.packing.convert import Converter
 from packer.reading.loader import Loader
 from packer.storage import cache as shard_cache
-from packer.synthetic import make_segmentation
-from tests.conftest import manifest_hashes
-from tests.test_golden import CASES, GOLDEN, digest, make_class_folders, make_sources
+from tests.fixtures.golden import CASES, GOLDEN, digest
+from tests.fixtures.packs import manifest_hashes
+from tests.fixtures.processes import pack_cmd
 
 SECRET = "packer-test-secret-never-shown"
 
@@ -134,27 +134,6 @@ def bucket(s3) -> str:
     return f"s3://{name}"
 
 
-@pytest.fixture(scope="module")
-def golden_sources(tmp_path_factory) -> dict[str, Path]:
-    base = tmp_path_factory.mktemp("golden")
-    return {"seg": make_sources(base / "seg"), "cls": make_class_folders(base / "cls")}
-
-
-def remote_hashes(url: str) -> dict[str, str]:
-    data = json.loads(storage.read_text(f"{url}/dataset.json"))
-    return {
-        f["path"]: f["sha256"]
-        for split in data["splits"].values()
-        for shard in split["shards"]
-        for f in shard["files"]
-    }
-
-
-def remote_digest(url: str) -> str:
-    lines = "".join(f"{p} {h}\n" for p, h in sorted(remote_hashes(url).items()))
-    return hashlib.sha256(lines.encode()).hexdigest()
-
-
 def cli(*args: str, env: dict | None = None, **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "packer", *args],
@@ -185,7 +164,7 @@ def test_pack_to_s3_and_read_back_gives_the_local_bytes(s3, bucket, golden_sourc
     kind, options = CASES[case]
     url = f"{bucket}/packed"
     ds = packer.pack(golden_sources[kind], url, workers=2, **options)
-    assert remote_digest(url) == GOLDEN[case]
+    assert digest(url) == GOLDEN[case]
     assert str(ds.root) == url and ds.splits
     assert not s3.fs.exists(f"{url}/.partial"), "work folder left in the bucket"
     packer.pack(golden_sources[kind], tmp_path / "local", workers=2, **options)
@@ -243,7 +222,7 @@ def test_the_cli_packs_s3_to_s3_and_keeps_credentials_out_of_everything(
     args = ("--format", "tfrecord", "--size", "20x15", "--no-progress")
     done = cli("pack", f"{bucket}/raw", "--out", f"{bucket}/packed", *args)
     assert done.returncode == 0, done.stderr
-    assert remote_digest(f"{bucket}/packed") == GOLDEN["cls-tfrecord"]
+    assert digest(f"{bucket}/packed") == GOLDEN["cls-tfrecord"]
     info = cli("info", f"{bucket}/packed", "--json")
     assert info.returncode == 0, info.stderr
     assert json.loads(info.stdout)["format"] == "tfrecord"
@@ -257,17 +236,6 @@ def test_the_cli_packs_s3_to_s3_and_keeps_credentials_out_of_everything(
 
 
 # -- interruption, corruption, bad credentials, missing buckets -------------------------------
-
-
-@pytest.fixture(scope="module")
-def many_shards(tmp_path_factory) -> tuple[Path, list[str], Path]:
-    """A source that packs into 16 one-sample shards, and its local reference pack."""
-    root = tmp_path_factory.mktemp("interrupt")
-    src = make_segmentation(root / "src", {"train": 16}, (160, 120))
-    args = ["--size", "96x72", "--shard-size", str(96 * 72 * 4), "--no-progress"]
-    done = cli("pack", str(src), "--out", str(root / "reference"), *args)
-    assert done.returncode == 0, done.stderr
-    return src, args, root / "reference"
 
 
 def test_sigkill_during_an_upload_shows_nothing_partial_and_a_rerun_completes(
@@ -302,7 +270,7 @@ def test_sigkill_during_an_upload_shows_nothing_partial_and_a_rerun_completes(
         assert s3.fs.cat_file(f"{url}/{key}") == expected[key], key
     done = cli("pack", str(src), "--out", url, *args)
     assert done.returncode == 0, done.stderr
-    assert remote_hashes(url) == manifest_hashes(reference)
+    assert manifest_hashes(url) == manifest_hashes(reference)
     assert not s3.fs.exists(f"{url}/.partial")
 
 
@@ -544,7 +512,7 @@ def test_ray_gives_the_golden_bytes_in_s3_and_with_whole_shard_tasks(
         engine = RayEngine(whole_shards=whole)
         packer.packing.execute(plan, engine=engine)
         assert engine.shares_disk is not whole
-        found = remote_digest(out) if isinstance(out, str) else digest(out)
+        found = digest(out)
         assert found == GOLDEN[case]
 
 
@@ -625,20 +593,7 @@ def test_cli_engine_ray_joins_a_running_ray_and_checks_its_options(
 def test_ctrl_c_cancels_ray_tasks_and_the_same_command_resumes(ray_cluster, many_shards, tmp_path):
     src, args, reference = many_shards
     out = tmp_path / "out"
-    command = [
-        sys.executable,
-        "-m",
-        "packer",
-        "pack",
-        str(src),
-        "--out",
-        str(out),
-        *args,
-        "--engine",
-        "ray",
-        "--address",
-        "auto",
-    ]
+    command = pack_cmd(src, out, *args, "--engine", "ray", "--address", "auto")
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while len(list(out.glob("train/*.receipt.json"))) < 2:
@@ -657,7 +612,7 @@ def test_ctrl_c_cancels_ray_tasks_and_the_same_command_resumes(ray_cluster, many
 def test_coco_from_s3_and_on_ray_gives_the_local_bytes(ray_cluster, s3, bucket, tmp_path):
     """COCO JSON and images behind an s3:// URL, and the shard tasks on Ray, give the bytes
     of a local pack of the same folder."""
-    from tests.coco_fixtures import make_coco
+    from tests.fixtures.coco import make_coco
 
     src = make_coco(tmp_path / "coco")
     options = {"size": (40, 30), "resize": "none", "shard_size": 20_000}

@@ -21,7 +21,7 @@ import pytest
 
 import packer
 from packer.synthetic import make_segmentation
-from tests.test_reliability import alive, children_of
+from tests.fixtures.processes import alive, children_of
 
 pytest.importorskip("torch")
 SHM = Path("/dev/shm")

@@ -19,8 +19,7 @@ from packer.sources import (
     parse_split_spec,
     scan,
 )
-
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+from tests.fixtures.packs import SHARED_DATA
 
 
 def make(root: Path, *names: str) -> Path:

@@ -3,64 +3,13 @@ classes (sorted, or a names file), bad XML named, and the VOC segmentation layou
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
-from pathlib import Path
-
 import pytest
 from click.testing import CliRunner
 from PIL import Image
 
 from packer.cli import pack_command
 from packer.sources import AnnotationOptions, SourceError, scan
-
-
-def detectron2_instances(xml_text: str, class_names: list[str]) -> list[dict]:
-    """Detectron2's load_voc_instances, for one annotation file (data/datasets/pascal_voc.py)."""
-    tree = ET.fromstring(xml_text)
-    instances = []
-    for obj in tree.findall("object"):
-        cls = obj.find("name").text
-        bbox = obj.find("bndbox")
-        bbox = [float(bbox.find(x).text) for x in ["xmin", "ymin", "xmax", "ymax"]]
-        bbox[0] -= 1.0
-        bbox[1] -= 1.0
-        instances.append({"category_id": class_names.index(cls), "bbox": bbox})
-    return instances
-
-
-def annotation(*objects: tuple[str, int, tuple]) -> str:
-    """A VOC XML with (name, difficult, (xmin, ymin, xmax, ymax)) objects."""
-    parts = [
-        f"<object><name>{name}</name><pose>Left</pose><truncated>0</truncated>"
-        f"<difficult>{difficult}</difficult><bndbox><xmin>{box[0]}</xmin><ymin>{box[1]}</ymin>"
-        f"<xmax>{box[2]}</xmax><ymax>{box[3]}</ymax></bndbox></object>"
-        for name, difficult, box in objects
-    ]
-    return (
-        "<annotation><folder>VOC2012</folder><filename>x.jpg</filename><size><width>50"
-        f"</width><height>40</height><depth>3</depth></size>{''.join(parts)}</annotation>"
-    )
-
-
-XMLS = {
-    "2008_000001": annotation(("dog", 0, (1, 1, 50, 40)), ("cat", 1, (10, 5, 20.5, 30))),
-    "2008_000002": annotation(("person", 0, (3, 4, 9, 9)), ("dog", 0, (7, 7, 8, 8))),
-    "2008_000003": annotation(("aeroplane", 0, (2, 2, 30, 30))),
-    "2008_000004": annotation(),
-}
-
-
-def voc(root: Path, xmls: dict[str, str] = XMLS, splits=None, images=None) -> Path:
-    """A VOC folder: JPEGImages (real 50x40 JPEGs), Annotations, ImageSets/Main lists."""
-    for folder in ("JPEGImages", "Annotations", "ImageSets/Main"):
-        (root / folder).mkdir(parents=True, exist_ok=True)
-    for key in xmls if images is None else images:
-        Image.new("RGB", (50, 40), (20, 40, 60)).save(root / "JPEGImages" / f"{key}.jpg")
-    for key, text in xmls.items():
-        (root / "Annotations" / f"{key}.xml").write_text(text)
-    for split, keys in (splits or {}).items():
-        (root / "ImageSets/Main" / f"{split}.txt").write_text("".join(k + "\n" for k in keys))
-    return root
+from tests.fixtures.voc import XMLS, annotation, detectron2_instances, voc
 
 
 def objects_of(result, image: str):

@@ -6,81 +6,19 @@ Boxes are checked against Ultralytics' own `xywhn2xyxy` and polygons against its
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import cv2
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from PIL import Image
 
 from packer.cli import pack_command
 from packer.sources import AnnotationOptions, SourceError, scan
-
-W, H = 100, 60
-NAMES = ["zebra", "ant", "cat"]  # data.yaml's order, not sorted
-
-
-def xywhn2xyxy(x: np.ndarray, w: int, h: int, padw: int = 0, padh: int = 0) -> np.ndarray:
-    """Ultralytics' ops.xywhn2xyxy."""
-    y = np.empty_like(x)
-    y[..., 0] = w * (x[..., 0] - x[..., 2] / 2) + padw
-    y[..., 1] = h * (x[..., 1] - x[..., 3] / 2) + padh
-    y[..., 2] = w * (x[..., 0] + x[..., 2] / 2) + padw
-    y[..., 3] = h * (x[..., 1] + x[..., 3] / 2) + padh
-    return y
-
-
-def polygon2mask(imgsz, polygons, color=1, downsample_ratio=1) -> np.ndarray:
-    """Ultralytics' data.utils.polygon2mask."""
-    mask = np.zeros(imgsz, dtype=np.uint8)
-    polygons = np.asarray(polygons, dtype=np.int32)
-    polygons = polygons.reshape((polygons.shape[0], -1, 2))
-    cv2.fillPoly(mask, polygons, color=color)
-    nh, nw = (imgsz[0] // downsample_ratio, imgsz[1] // downsample_ratio)
-    return cv2.resize(mask, (nw, nh))
-
-
-def fill(shape, size: tuple[int, int]) -> np.ndarray:
-    """A ("fill", polygons) shape drawn as the seam documents it: int32 points, cv2.fillPoly."""
-    kind, polygons = shape
-    assert kind == "fill"
-    mask = np.zeros((size[1], size[0]), np.uint8)
-    points = [np.asarray(p, np.float64).astype(np.int32).reshape(-1, 2) for p in polygons]
-    cv2.fillPoly(mask, points, 1)
-    return mask
-
-
-def write(root: Path, files: dict[str, str | None]) -> Path:
-    """Files by relative path: text, or an image (None) of W x H."""
-    for rel, text in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if text is None:
-            Image.new("RGB", (W, H), (90, 120, 30)).save(path)
-        else:
-            path.write_text(text)
-    return root
+from tests.fixtures.yolo import DETECT, NAMES, SEGMENT, H, W, fill, polygon2mask, write, xywhn2xyxy
 
 
 def objects_of(result, image: str, size=(W, H)):
     """objects() of the sample of `image`, reading files under the scan's root."""
     sample = next(s for s in result.samples if s.image == image)
     return sample.mask.objects(lambda rel: (result.root / rel).read_bytes(), size)
-
-
-DETECT = {
-    "data.yaml": "path: ../datasets/mine\ntrain: images/train\nval: images/val\n"
-    "names:\n  - zebra\n  - ant\n  - cat\n",
-    "images/train/a.jpg": None,
-    "images/train/b.jpg": None,
-    "images/train/empty.jpg": None,  # no label file: a background image
-    "images/val/c.jpg": None,
-    "labels/train/a.txt": "0 0.5 0.5 0.2 0.4\n2 0.125 0.3 0.05 0.1\n",
-    "labels/train/b.txt": "1 0.9 0.9 0.2 0.2\n",
-    "labels/val/c.txt": "",
-    "labels/val/lost.txt": "0 0.5 0.5 0.1 0.1\n",  # no image
-}
 
 
 def test_a_yolo_folder_is_detection_with_names_in_yaml_order(tmp_path):
@@ -157,13 +95,6 @@ def test_a_yolo_folder_never_packs_as_classes(tmp_path):
         result = scan(source)
         assert result.layout == "yolo" and result.task == "detection"
         assert "images" not in (result.class_names or []) and "labels" not in result.class_names
-
-
-SEGMENT = {
-    **DETECT,
-    "labels/train/a.txt": "0 0.29 0.1 0.71 0.1 0.5 0.9\n2 0.1 0.1 0.3 0.2 0.25 0.5 0.05 0.45\n",
-    "labels/train/b.txt": "1 0.6 0.6 0.9 0.6 0.9 0.95 0.6 0.95\n",
-}
 
 
 def test_polygon_labels_give_instances_filled_as_polygon2mask(tmp_path):

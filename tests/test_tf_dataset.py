@@ -12,7 +12,7 @@ import tensorflow as tf
 import packer
 import packer.tf
 from packer.reading.transforms import Normalizer, one_hot_table
-from tests.conftest import tiny_classifier
+from tests.fixtures.models import tiny_classifier
 
 SIZE = (32, 32)  # (W, H): "fit" pads the 4:3 scenes, so masks hold the ignore index
 SHARD = 5 * 32 * 32 * 4  # five segmentation samples per shard: 3 train shards

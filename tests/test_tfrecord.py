@@ -20,7 +20,7 @@ from packer.errors import PackError
 from packer.formats import tfrecord as fmt
 from packer.keras import PackedSequence
 from packer.packing import plan
-from tests.conftest import manifest_hashes
+from tests.fixtures.packs import manifest_hashes
 
 SIZE = (32, 24)  # (W, H)
 SHARD = 5 * 32 * 24 * 4  # five segmentation samples per shard

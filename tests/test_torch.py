@@ -17,7 +17,7 @@ from packer.augment import Augment
 from packer.reading.transforms import one_hot_table
 from packer.torch import PackedDataset
 from packer.torch_device import DeviceBatch
-from tests.torch_jobs import (
+from tests.jobs.torch_jobs import (
     DDP_CASES,
     KINDS,
     ddp_rank,

@@ -22,7 +22,7 @@ from packer.cli import main, pack_command
 from packer.errors import PackError
 from packer.packing import convert, plan, session
 from packer.synthetic import make_segmentation
-from tests.conftest import manifest_hashes
+from tests.fixtures.packs import manifest_hashes
 
 SIZE = (32, 24)
 SHARD = 5 * 32 * 24 * 4  # 5 samples per shard: train 3 shards, val 1

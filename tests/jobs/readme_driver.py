@@ -1,7 +1,7 @@
 """Run a Markdown file's python and sh blocks in order, in one interpreter, as a reader who
 copies them would, and write what became of each to a JSON report.
 
-    python -m tests.readme_driver REPO SCRATCH REPORT README.md
+    python -m tests.jobs.readme_driver REPO SCRATCH REPORT README.md
 
 Python blocks share one namespace (a later block uses what an earlier one made); a block
 holding `if __name__ == "__main__":` is a script and runs as its own file. sh blocks run in
@@ -21,8 +21,8 @@ import time
 import traceback
 from pathlib import Path
 
-from tests import readme_scratch
-from tests.readme_blocks import Block, blocks, needs
+from tests.fixtures import readme_scratch
+from tests.fixtures.readme_blocks import Block, blocks, needs
 
 SETUP = {"make sample": "the set-up before the first block", "make test": "this very suite"}
 SCRIPT_TIMEOUT = 240
