@@ -769,11 +769,11 @@ def _block(heading: str, first: str) -> str:
 
 
 def test_the_readme_blocks_a_new_user_found_broken_are_fixed():
-    """What a new user met copying the README (tests/test_readme.py runs every block; this
-    names each finding): the Keras block's undefined model and `class_weight=weights` of a
-    segmentation pack, the augmentation block without imports and only for CUDA, the COCO
-    block writing one default folder twice, the VOC example's missing names file and `void`,
-    the S3 block's cache at the filesystem root."""
+    """What a new user met copying the README (tests/end_to_end/test_readme.py runs every block;
+    this names each finding): the Keras block's undefined model and `class_weight=weights`
+    of a segmentation pack, the augmentation block without imports and only for CUDA, the
+    COCO block writing one default folder twice, the VOC example's missing names file and
+    `void`, the S3 block's cache at the filesystem root."""
     keras_block = _block("Use", "import keras")
     assert keras_block.index("model = keras.Sequential(") < keras_block.index("model.compile(")
     assert "classification_seq" not in keras_block

@@ -1,6 +1,7 @@
 """What a reader cannot do with a pack is refused when the reader is made, with the
 alternative in the message, never at the first batch: a torch device torch cannot use, a
-random crop larger than the packed images (gzip TFRecord packs: tests/test_new_user.py)."""
+random crop larger than the packed images (gzip TFRecord packs:
+tests/end_to_end/test_new_user.py)."""
 
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 epoch hooks reach every worker, worker errors carry their traceback, nothing outlives a
 killed parent, and Keras trains from it (also when TensorFlow was imported first).
 
-Keras is imported inside the tests only: workers import this module to rebuild the
-sequences below, and should not pay for TensorFlow.
+The sequences live in tests/fixtures/sequences.py, which workers import to rebuild them;
+Keras is imported inside the tests only.
 """
 
 from __future__ import annotations
