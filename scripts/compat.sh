@@ -21,10 +21,10 @@ run() {  # $1: side folder, $2: module, $3: what pip installs; then the tests in
 }
 
 if [ -n "$KERAS" ]; then
-  TESTS=(tests/test_framework_compat.py tests/test_backup.py)
+  TESTS=(tests/adapters/test_framework_compat.py tests/adapters/test_keras_backup.py)
   run "keras-$KERAS" keras "keras==$KERAS"
 fi
 if [ -n "${TORCH_WHEEL:-}" ] || [ -n "$TORCH" ]; then
-  TESTS=(tests/test_framework_compat.py tests/test_torch.py -k "refused or compat")
+  TESTS=(tests/adapters/test_framework_compat.py tests/adapters/test_torch.py -k "refused or compat")
   run "torch-$(basename "${TORCH_WHEEL:-$TORCH}")" torch "${TORCH_WHEEL:-torch==$TORCH}"
 fi

@@ -6,8 +6,9 @@ repository (the working tree is never touched) and the given tests run there wit
 mutant no test fails is a survivor, listed at the end with its line. Survivors are either
 equivalent (the same behaviour written differently) or a test to write.
 
-    python scripts/mutate.py packer/sources/coco_masks.py tests/test_coco.py
-    python scripts/mutate.py packer/reading/position.py tests/test_elastic.py --lines 57-90,101-106
+    python scripts/mutate.py packer/sources/coco_masks.py tests/sources/test_coco.py
+    python scripts/mutate.py packer/reading/position.py tests/reading/test_elastic.py \
+        --lines 57-90,101-106
 """
 
 from __future__ import annotations

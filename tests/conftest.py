@@ -1,16 +1,23 @@
-"""Shared fixtures: small synthetic datasets the tests make themselves, and the real-data root."""
+"""Pytest fixtures every folder shares: small synthetic datasets the tests make themselves,
+packs several test modules read, and the real S3 endpoint (moto's server) started once.
+Builders and helpers live in tests/fixtures/."""
 
 from __future__ import annotations
 
-import json
+import itertools
+import logging
 import os
+import subprocess
+import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from packer.synthetic import make_classification, make_segmentation
-
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+from tests.fixtures.golden import make_class_folders, make_sources
+from tests.fixtures.processes import pack_cmd
+from tests.fixtures.s3 import SECRET, SlowShardUploads
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -30,36 +37,75 @@ def cls_src(tmp_path_factory) -> Path:
     )
 
 
-def tiny_classifier(size: int, classes: int):
-    """A small real Keras CNN, compiled, for one-epoch training tests."""
-    import keras
+@pytest.fixture(scope="session")
+def golden_sources(tmp_path_factory) -> dict[str, Path]:
+    """The golden packs' sources: "seg" (mask folders) and "cls" (class folders)."""
+    base = tmp_path_factory.mktemp("golden")
+    return {"seg": make_sources(base / "seg"), "cls": make_class_folders(base / "cls")}
 
-    model = keras.Sequential(
-        [
-            keras.Input((size, size, 3)),
-            keras.layers.Conv2D(4, 3, activation="relu"),
-            keras.layers.GlobalAveragePooling2D(),
-            keras.layers.Dense(classes, activation="softmax"),
-        ]
+
+@pytest.fixture(scope="session")
+def many_shards(tmp_path_factory) -> tuple[Path, list[str], Path]:
+    """A source that packs into 40 one-sample shards (the pack options for that), and its
+    uninterrupted reference pack: what the interruption tests kill and resume."""
+    root = tmp_path_factory.mktemp("interrupt")
+    src = make_segmentation(root / "src", {"train": 40}, (320, 240))
+    args = ["--size", "96x72", "--shard-size", str(96 * 72 * 4), "--no-progress"]
+    subprocess.run(pack_cmd(src, root / "reference", *args), check=True, capture_output=True)
+    return src, args, root / "reference"
+
+
+@pytest.fixture(scope="session")
+def s3(tmp_path_factory):
+    """moto's S3 server on a free port of 127.0.0.1, with the AWS_* environment pointing at it."""
+    from moto.moto_server.werkzeug_app import (
+        DomainDispatcherApplication,
+        MotoRequestHandler,
+        create_backend_app,
     )
-    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
-    return model
+    from werkzeug.serving import make_server
 
-
-def manifest_hashes(root: Path) -> dict[str, str]:
-    """Path -> sha256 of every file a pack's manifest lists."""
-    data = json.loads((root / "dataset.json").read_text())
-    return {
-        f["path"]: f["sha256"]
-        for split in data["splits"].values()
-        for shard in split["shards"]
-        for f in shard["files"]
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    slow = SlowShardUploads(DomainDispatcherApplication(create_backend_app))
+    server = make_server("127.0.0.1", 0, slow, threaded=True, request_handler=MotoRequestHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    nowhere = str(tmp_path_factory.mktemp("aws") / "absent")
+    env = {
+        "AWS_ACCESS_KEY_ID": "packer-test-key",
+        "AWS_SECRET_ACCESS_KEY": SECRET,
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{server.port}",
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "AWS_SHARED_CREDENTIALS_FILE": nowhere,
+        "AWS_CONFIG_FILE": nowhere,
+        "PACKER_CACHE_DIR": str(tmp_path_factory.mktemp("cache")),
     }
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    import fsspec
+    import s3fs
+
+    # fsspec reuses filesystem instances: one made earlier in the session (a test of the
+    # missing-credentials message, say) would keep its empty credentials.
+    s3fs.S3FileSystem.clear_instance_cache()
+
+    yield SimpleNamespace(fs=fsspec.filesystem("s3", use_listings_cache=False), slow=slow)
+    server.shutdown()
+    s3fs.S3FileSystem.clear_instance_cache()
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
 
 
-def shared_dataset(name: str) -> Path:
-    """A real dataset from ../shared/data, or skip the test when it is absent."""
-    path = SHARED_DATA / name
-    if not path.is_dir():
-        pytest.skip(f"real dataset {name} not available ({SHARED_DATA} absent)")
-    return path
+_buckets = itertools.count()
+
+
+@pytest.fixture
+def bucket(s3) -> str:
+    """A new, empty bucket: its URL."""
+    name = f"bucket-{next(_buckets)}"
+    s3.fs.mkdir(name)
+    return f"s3://{name}"

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.fixtures.packs import REPO
+
+ROOT = REPO
 
 
 def _pytest_command(target: str) -> str:

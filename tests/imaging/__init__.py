@@ -1,0 +1,1 @@
+"""Tests of packer.imaging: headers, decoding, orientation, geometry and masks."""

@@ -1,0 +1,1 @@
+"""Tests of packer.packing: plans, workers, resume and update, statistics, golden bytes."""

@@ -1,0 +1,1 @@
+"""Tests of packer.reading: batches, options, orders and resume, worker pipeline, mixtures."""
