@@ -73,10 +73,7 @@ def read(runs: Sequence[Run]) -> None:
     pieces = _pieces(runs, threads)
     for reader, _, _ in runs:
         reader.open()  # lazy opens happen here, once, not racing in the threads
-    futures = [_pool(threads).submit(_read_piece, piece) for piece in pieces[1:]]
-    _read_piece(pieces[0])
-    for future in futures:
-        future.result()
+    _share(pieces, _pool(threads), threads - 1)
 
 
 def _pieces(runs: Sequence[Run], threads: int) -> list[list[Run]]:
@@ -97,6 +94,33 @@ def _pieces(runs: Sequence[Run], threads: int) -> list[list[Run]]:
             room -= stop - start
             start = stop
     return pieces
+
+
+def _share(pieces: list[list[Run]], pool: ThreadPoolExecutor, helpers: int) -> None:
+    """Read `pieces`, taken in turn from one queue by the calling thread and `helpers` pool
+    threads; return when all are read, raising the first error among them.
+
+    The caller never waits for a helper that has not started: on a busy machine a woken
+    thread may get no core for milliseconds, and a fixed share handed to it would hold the
+    whole batch back. The caller takes the pieces left itself and cancels such a helper.
+    """
+    queue = iter(pieces)  # next() on a list iterator is atomic under the GIL
+    errors: list[BaseException] = []
+
+    def drain() -> None:
+        for piece in queue:
+            try:
+                _read_piece(piece)
+            except BaseException as exc:  # the others still run: they write into the batch
+                errors.append(exc)
+
+    futures = [pool.submit(drain) for _ in range(helpers)]
+    drain()
+    for future in futures:
+        if not future.cancel():
+            future.result()
+    if errors:
+        raise errors[0]
 
 
 def _read_piece(piece: list[Run]) -> None:

@@ -114,12 +114,14 @@ class ThreadRecorder:
     def __init__(self, records: np.ndarray) -> None:
         self.records = records
         self.threads: set[int] = set()
+        self.calls = 0
 
     def open(self) -> None:
         pass
 
     def read_into(self, local: np.ndarray, out: dict[str, np.ndarray]) -> None:
         self.threads.add(threading.get_ident())
+        self.calls += 1
         np.take(self.records, local, axis=0, out=out["images"])
 
 
@@ -132,5 +134,39 @@ def test_only_batches_worth_splitting_leave_the_calling_thread(monkeypatch, reco
     gather.read([(shard, np.arange(8), out)])
     np.testing.assert_array_equal(out["images"], shard.records)
     big = 8 * record_bytes >= 2 * gather.MIN_BYTES_PER_THREAD
-    assert (len(shard.threads) > 1) == big
+    assert (shard.calls > 1) == big  # split in pieces (which threads take them is the OS's)
     assert threading.get_ident() in shard.threads
+    if not big:
+        assert shard.threads == {threading.get_ident()}
+
+
+def test_the_caller_reads_the_pieces_a_busy_helper_has_not_started():
+    shard = ThreadRecorder(np.arange(8 * 16, dtype=np.uint8).reshape(8, 16))
+    out = {"images": np.empty((8, 16), np.uint8)}
+    pieces = [[(shard, np.arange(k, k + 2), {"images": out["images"][k : k + 2]})]
+              for k in range(0, 8, 2)]  # fmt: skip
+    busy, release = threading.Event(), threading.Event()
+    with gather.ThreadPoolExecutor(1) as pool:
+        blocker = pool.submit(lambda: (busy.set(), release.wait(30))[1])  # the only thread
+        busy.wait(30)
+        gather._share(pieces, pool, helpers=1)  # returns without waiting for a turn
+        release.set()
+        assert blocker.result(), "the caller waited for the busy thread (its wait timed out)"
+    np.testing.assert_array_equal(out["images"], shard.records)
+    assert shard.threads == {threading.get_ident()}
+
+
+def test_a_failing_piece_raises_after_the_others_are_read():
+    shard = ThreadRecorder(np.arange(4 * 16, dtype=np.uint8).reshape(4, 16))
+    out = {"images": np.zeros((4, 16), np.uint8)}
+
+    class Broken:
+        def read_into(self, local, rows):
+            raise OSError("a damaged shard")
+
+    pieces = [[(shard, np.array([0, 1]), {"images": out["images"][:2]})],
+              [(Broken(), np.array([2]), {"images": out["images"][2:3]})],
+              [(shard, np.array([3]), {"images": out["images"][3:]})]]  # fmt: skip
+    with gather.ThreadPoolExecutor(2) as pool, pytest.raises(OSError, match="damaged"):
+        gather._share(pieces, pool, helpers=2)
+    np.testing.assert_array_equal(out["images"][[0, 1, 3]], shard.records[[0, 1, 3]])
