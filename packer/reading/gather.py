@@ -22,7 +22,7 @@ import numpy as np
 
 # Each thread gets at least this many bytes of a batch: below it, handing a part to another
 # thread costs more than copying it (measured in benchmarks/README.md, "Reading on every core").
-MIN_BYTES_PER_THREAD = 4 << 20
+MIN_BYTES_PER_THREAD = 2 << 20
 
 
 class ShardReader(Protocol):
