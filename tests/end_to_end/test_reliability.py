@@ -154,6 +154,12 @@ def test_sigkill_at_any_point_then_rerun_gives_identical_output(many_shards, tmp
     assert len(stamps) >= 3 * after  # three files per finished shard
 
 
+def _as_from_a_shell() -> None:
+    """The pack starts with Ctrl-C's default action, as from an interactive shell, whatever
+    this test process inherited (an ignored SIGINT is inherited across exec)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _interrupted(src, args, out, sig: int) -> tuple[int, str, set[int]]:
     """A 2-worker pack sent `sig` once two shards are finished: its exit code, its stderr
     and the worker processes it had."""
@@ -162,6 +168,7 @@ def _interrupted(src, args, out, sig: int) -> tuple[int, str, set[int]]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_as_from_a_shell,
     )
     wait_for_receipts(out, 2, proc)
     workers = children_of(proc.pid)
