@@ -11,10 +11,18 @@ bash scripts/apt-install.sh libjpeg-dev zlib1g-dev libpng-dev libtiff-dev libweb
 
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 "$VENV/bin/pip" install -q --upgrade pip wheel setuptools
-# torch first and alone: 2.13.0 is a CPU build on this project's machines, and with it in
-# place no extra pulls a CUDA build (elsewhere, point pip at a CPU wheel index for torch).
-"$VENV/bin/pip" install -q "torch==${TORCH_VERSION:-2.13.0}"
-"$VENV/bin/pip" install -q -e ".[tf,torch,ray,remote,test]"
+# torch first and alone: 2.13.0 is a CPU build on this project's machines (elsewhere, point
+# pip at a CPU wheel index for torch). The extras' install names the same torch again: left
+# free, pip's resolver (with the torch, remote and test extras together) swapped it for a
+# newer CUDA build, whose triton then crashed the test run at import.
+TORCH="torch==${TORCH_VERSION:-2.13.0}"
+"$VENV/bin/pip" install -q "$TORCH"
+"$VENV/bin/pip" install -q -e ".[tf,torch,ray,remote,test]" "$TORCH"
+"$VENV/bin/python" - "${TORCH_VERSION:-2.13.0}" <<'PY'
+import sys, torch
+if not torch.__version__.startswith(sys.argv[1]):
+    sys.exit(f"packer: expected torch {sys.argv[1]}, the environment has {torch.__version__}")
+PY
 
 # Anything that depends on plain Pillow would install it over Pillow-SIMD (same PIL module).
 # Make sure the SIMD build is the one that imports.
