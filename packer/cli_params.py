@@ -4,20 +4,20 @@ through the storage seam, and every registered format's own options."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import click
 
 from . import storage
 from .errors import PackError
-from .formats import FormatOption, all_options
+from .formats import all_options
 from .options import Option
 from .sources import parse_split_spec
 
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9}
 _UNITS |= {"gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
 FORMAT_OPTIONS = all_options()  # every format's own options, each with the formats taking it
-FORMAT_OPTION_NAMES = tuple(spec.name for spec, _ in FORMAT_OPTIONS)
 
 
 def parse_size(text: str) -> tuple[int, int]:
@@ -81,23 +81,14 @@ def existing(ctx, param, value):
     return value
 
 
-def _format_option(spec: FormatOption, names: tuple[str, ...]):
-    """The click option of one format option; unset (None) unless given, so a format's
-    default applies and an option given for another format is refused by the plan."""
-    flag = "--" + spec.name.replace("_", "-")
-    text = f"{', '.join(names)}: {spec.help}"
-    if spec.flag:
-        return click.option(
-            flag, spec.name, is_flag=True, default=None, show_default="off", help=f"{text}."
-        )
-    kind = click.Choice(spec.choices) if spec.choices else click.IntRange(*spec.range)
-    return click.option(flag, spec.name, type=kind, show_default=str(spec.default), help=f"{text}.")
-
-
 def format_options(command):
-    """Add every registered format's options to `command`, in registry order."""
-    for spec, names in reversed(FORMAT_OPTIONS):
-        command = _format_option(spec, names)(command)
+    """Add every registered format's options to `command`, in registry order. Each is unset
+    (None) unless given, so the chosen format's default applies and an option given for
+    another format is refused by the plan; its help names the formats that take it."""
+    for option, names in reversed(FORMAT_OPTIONS):
+        shown = "off" if option.kind == "flag" else str(option.default)
+        help = f"{', '.join(names)}: {option.help}."
+        command = declared_option(replace(option, default=None, shown=shown, help=help))(command)
     return command
 
 

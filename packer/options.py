@@ -41,6 +41,15 @@ KINDS = (
 T = TypeVar("T")
 
 
+class OptionError(PackError, ValueError):
+    """A value an option does not take: a PackError for the pack, a ValueError for a reader."""
+
+
+def _listed(choices: tuple) -> str:
+    """Choices as a caller writes them: words bare (`global`), other values as Python's."""
+    return ", ".join(c if isinstance(c, str) else repr(c) for c in choices)
+
+
 @dataclass(frozen=True)
 class Option:
     """One option: `name` is its Python keyword (`--name-with-dashes` on the command line).
@@ -55,7 +64,7 @@ class Option:
     default: Any
     help: str
     kind: str = "text"
-    choices: tuple[str, ...] = ()
+    choices: tuple[Any, ...] = ()
     range: tuple[int | None, int | None] | None = None
     shown: str | None = None
     cli_default: str | None = None
@@ -65,19 +74,27 @@ class Option:
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise TypeError(f"option {self.name!r}: unknown kind {self.kind!r}")
+        if self.kind == "choice" and (
+            not self.choices or self.default not in (None, *self.choices)
+        ):
+            raise TypeError(f"option {self.name!r}: a choice's default is one of its choices")
+        if self.kind == "int" and self.default is not None and not self._integer(self.default):
+            raise TypeError(f"option {self.name!r}: an int's default is an integer in its range")
+        if self.kind in ("switch", "flag") and not isinstance(self.default, bool | None):
+            raise TypeError(f"option {self.name!r}: a switch's default is True or False")
 
     def check(self, value: Any) -> Any:
         """`value` if it is one this option takes (None always is), else a PackError."""
         if value is None or value == self.default:
             return value
         if self.kind == "choice" and value not in self.choices:
-            raise PackError(f"{flag(self.name, value)}: choose one of {', '.join(self.choices)}")
+            raise OptionError(f"{flag(self.name, value)}: choose one of {_listed(self.choices)}")
         if self.kind == "int" and not self._integer(value):
             low, high = self.range or (None, None)
             span = f"{low}..{high}" if high is not None else f"{low} or more"
-            raise PackError(f"{flag(self.name, value)}: expected an integer, {span}")
+            raise OptionError(f"{flag(self.name, value)}: expected an integer, {span}")
         if self.kind in ("switch", "flag") and not isinstance(value, bool):
-            raise PackError(f"{flag(self.name, value)}: expected True or False")
+            raise OptionError(f"{flag(self.name, value)}: expected True or False")
         return value
 
     def _integer(self, value: Any) -> bool:

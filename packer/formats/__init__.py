@@ -2,10 +2,11 @@
 
 A format module provides:
 
-- `OPTION_SPECS`: its pack options, a tuple of `FormatOption` (name, default, accepted values,
-  help); the command line offers them. `OPTIONS = defaults(OPTION_SPECS)`: name -> default
-  (e.g. `{"compression": "none", "index": False}`), recorded in the manifest.
-  `check_options(options)` raises ValueError for a value it cannot honour.
+- `FORMAT_OPTIONS`: its pack options, a frozen dataclass of `packer.options` (each field a
+  name, default, accepted values and help); the command line offers them.
+  `OPTIONS = defaults(FORMAT_OPTIONS)`: name -> default (e.g. `{"compression": "none",
+  "index": False}`), recorded in the manifest. `check_options(options)` raises ValueError for
+  a value it cannot honour.
 - `ChunkWriter(part_dir, task, fields, options)`: `write(record)` appends one sample (a dict
   field name -> array) for the chunk `task` (a `ChunkPosition`: shard, chunk number, first
   record) to its part file(s); `close()`. Runs in a worker.
@@ -25,12 +26,13 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Protocol
 
+from ..options import Option, Options, declared
 from ..schema import Field
 
 KNOWN = ("npy", "tfrecord", "recordio")
@@ -44,94 +46,34 @@ def get(name: str) -> ModuleType:
     return importlib.import_module(f"packer.formats.{name}")
 
 
-@dataclass(frozen=True)
-class FormatOption:
-    """One pack option of a format: `name` is its key in the options (and `--name` on the
-    command line), `default` the value the manifest records when it is not given.
-
-    The default's type says what the option takes: a bool is a flag; a str one of `choices`;
-    an int an integer within `range` (inclusive). `help` says what it does, in a phrase.
-    """
-
-    name: str
-    default: bool | int | str
-    help: str
-    choices: tuple[str, ...] = ()
-    range: tuple[int, int] | None = None
-
-    def __post_init__(self) -> None:
-        if self.flag:
-            fits = not self.choices and self.range is None
-        elif isinstance(self.default, str):
-            fits = self.default in self.choices and self.range is None
-        else:
-            fits = (
-                not self.choices and self.range is not None and self.accepts_integer(self.default)
-            )
-        if not fits:
-            raise TypeError(
-                f"option {self.name!r}: a bool default takes nothing else, a str default one "
-                f"of its choices, an int default a range around it; got {self!r}"
-            )
-
-    @property
-    def flag(self) -> bool:
-        """Whether the option is a switch (True/False)."""
-        return isinstance(self.default, bool)
-
-    def accepts_integer(self, value: object) -> bool:
-        """Whether `value` is an integer (not a bool) within `range`."""
-        return (
-            self.range is not None
-            and isinstance(value, int)
-            and not isinstance(value, bool)
-            and self.range[0] <= value <= self.range[1]
-        )
-
-    def check(self, value: object) -> None:
-        """Raise ValueError unless `value` is one this option accepts."""
-        if self.flag:
-            if not isinstance(value, bool):
-                raise ValueError(f"{self.name} must be true or false, not {value!r}")
-        elif self.choices:
-            if value not in self.choices:
-                raise ValueError(
-                    f"{self.name} must be one of {', '.join(self.choices)}, not {value!r}"
-                )
-        elif not self.accepts_integer(value):
-            low, high = self.range or (None, None)
-            raise ValueError(f"{self.name} must be an integer {low}..{high}, not {value!r}")
-
-
-def defaults(specs: Sequence[FormatOption]) -> dict:
+def defaults(options: type[Options]) -> dict:
     """name -> default of each option: a format's `OPTIONS`, as the manifest records them."""
-    return {spec.name: spec.default for spec in specs}
+    return {o.name: o.default for o in declared(options)}
 
 
-def check_values(specs: Sequence[FormatOption], options: Mapping) -> None:
-    """Raise ValueError for the first option in `options` whose value its spec refuses."""
-    for spec in specs:
-        spec.check(options[spec.name])
+def check_values(options: type[Options], given: Mapping) -> None:
+    """Raise ValueError (an `OptionError`) for the first value in `given` that its option
+    refuses."""
+    for o in declared(options):
+        o.check(given[o.name])
 
 
-def all_options() -> list[tuple[FormatOption, tuple[str, ...]]]:
+def all_options() -> list[tuple[Option, tuple[str, ...]]]:
     """Every format's options, once per name, with the formats that take it (registry order).
 
     Formats may share an option name only if it accepts the same values in each; the first
     one's help describes it.
     """
-    found: dict[str, tuple[FormatOption, tuple[str, ...]]] = {}
+    found: dict[str, tuple[Option, tuple[str, ...]]] = {}
     for name in FORMATS:
-        for spec in get(name).OPTION_SPECS:
-            if spec.name not in found:
-                found[spec.name] = (spec, (name,))
+        for o in declared(get(name).FORMAT_OPTIONS):
+            if o.name not in found:
+                found[o.name] = (o, (name,))
                 continue
-            first, names = found[spec.name]
-            if (first.flag, first.choices, first.range) != (spec.flag, spec.choices, spec.range):
-                raise TypeError(
-                    f"option {spec.name!r}: {name} and {names[0]} accept different values"
-                )
-            found[spec.name] = (first, (*names, name))
+            first, names = found[o.name]
+            if (first.kind, first.choices, first.range) != (o.kind, o.choices, o.range):
+                raise TypeError(f"option {o.name!r}: {name} and {names[0]} accept different values")
+            found[o.name] = (first, (*names, name))
     return list(found.values())
 
 

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from ..options import Options
 from ..schema import Field, fixed, ragged
 from ..storage.local import (
     COPY_BLOCK,
@@ -23,12 +25,19 @@ from ..storage.local import (
     start_writeback,
     write_atomic,
 )
-from . import ChunkPosition, FormatOption, ShardJob, defaults, part_path
+from . import ChunkPosition, ShardJob, defaults, part_path
 
 HEADER_BYTES = 128
 MAGIC = b"\x93NUMPY\x01\x00"
-OPTION_SPECS: tuple[FormatOption, ...] = ()
-OPTIONS: dict = defaults(OPTION_SPECS)
+
+
+@dataclass(frozen=True)
+class NpyOptions(Options):
+    """The npy format takes no pack options of its own."""
+
+
+FORMAT_OPTIONS = NpyOptions
+OPTIONS: dict = defaults(FORMAT_OPTIONS)
 
 
 def check_options(options: dict) -> None:

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import RecordIOError
+from ..options import Options, option
 from ..schema import Field, fixed, ragged
 from ..storage.local import FileInfo, write_atomic
 from . import (
     ChunkPosition,
-    FormatOption,
     ShardJob,
     check_values,
     defaults,
@@ -44,19 +45,25 @@ from .mxnet_recordio import (
     raw_descriptor,
 )
 
-OPTION_SPECS = (
-    FormatOption(
-        "encoding", "raw", "image payload, decoded pixels or re-encoded", choices=ENCODINGS
-    ),
-    FormatOption("quality", 95, "JPEG quality (with --encoding jpeg)", range=(1, 100)),
-)
-OPTIONS: dict = defaults(OPTION_SPECS)
+
+@dataclass(frozen=True)
+class RecordioOptions(Options):
+    """The recordio format's pack options."""
+
+    encoding: str = option(
+        "raw", "image payload, decoded pixels or re-encoded", kind="choice", choices=ENCODINGS
+    )
+    quality: int = option(95, "JPEG quality (with --encoding jpeg)", kind="int", range=(1, 100))
+
+
+FORMAT_OPTIONS = RecordioOptions
+OPTIONS: dict = defaults(FORMAT_OPTIONS)
 IOV_MAX = 1024  # buffers per preadv call (Linux, macOS)
 
 
 def check_options(options: dict) -> None:
     """`encoding` raw|jpeg|png; `quality` 1..100 (JPEG only)."""
-    check_values(OPTION_SPECS, options)
+    check_values(FORMAT_OPTIONS, options)
 
 
 def file_names(shard: str) -> tuple[str, str, str]:

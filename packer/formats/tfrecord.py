@@ -12,16 +12,17 @@ import gzip
 import mmap
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..options import Options, option
 from ..schema import Field, fixed, ragged
 from ..storage.local import FileInfo, write_atomic
 from . import (
     ChunkPosition,
-    FormatOption,
     ShardJob,
     check_values,
     defaults,
@@ -48,16 +49,23 @@ if TYPE_CHECKING:
     import tensorflow as tf
 
 COMPRESSIONS = ("none", "gzip")
-OPTION_SPECS = (
-    FormatOption(
-        "compression",
+
+
+@dataclass(frozen=True)
+class TfrecordOptions(Options):
+    """The tfrecord format's pack options."""
+
+    compression: str = option(
         "none",
         "compress shard files (readers must say so too)",
+        kind="choice",
         choices=COMPRESSIONS,
-    ),
-    FormatOption("index", False, "also write DALI index files"),
-)
-OPTIONS: dict = defaults(OPTION_SPECS)
+    )
+    index: bool = option(False, "also write DALI index files", kind="flag")
+
+
+FORMAT_OPTIONS = TfrecordOptions
+OPTIONS: dict = defaults(FORMAT_OPTIONS)
 GZIP_LEVEL = 6  # zlib's default, as TensorFlow's own GZIP writer
 IMAGE, MASK, LABEL = "image/raw", "mask/raw", "image/class/label"
 HEIGHT, WIDTH, CHANNELS = "image/height", "image/width", "image/channels"
@@ -66,7 +74,7 @@ FEATURES = {"images": IMAGE, "masks": MASK, "labels": LABEL}  # packer field -> 
 
 def check_options(options: dict) -> None:
     """Known compression; an index only for uncompressed files (DALI indexes those only)."""
-    check_values(OPTION_SPECS, options)
+    check_values(FORMAT_OPTIONS, options)
     if options["index"] and options["compression"] != "none":
         raise ValueError(
             "--index with --compression gzip: DALI's index holds byte offsets into "

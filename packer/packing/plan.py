@@ -23,7 +23,7 @@ from ..flags import flag, on_command_line
 from ..imaging import Geometry
 from ..labels import ClassTable, mask_dtype
 from ..manifest import OBJECT_TASKS
-from ..options import refuse_unknown, with_signature
+from ..options import OptionError, refuse_unknown, with_signature
 from ..schema import fields_for, record_bytes
 from ..sources import AnnotationOptions, Sample, SourceScan, mask_files, mask_line, scan
 from .classes import class_mapping, class_table, relabelled
@@ -309,6 +309,8 @@ def _format_options(name: str, given: dict) -> dict:
             warnings.warn(f"{text}: it is ignored", stacklevel=3)
     try:
         fmt.check_options(options)
+    except OptionError:
+        raise  # it names the option and the value
     except ValueError as exc:
         raise PackError(f"{flag('format', name)}: {exc}") from None
     return options

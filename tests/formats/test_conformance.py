@@ -8,6 +8,7 @@ the manifest records. No format module may import TensorFlow.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import pkgutil
@@ -21,7 +22,8 @@ import numpy as np
 import pytest
 
 from packer import formats
-from packer.formats import FormatOption, ShardJob
+from packer.formats import ShardJob
+from packer.options import Option, Options, declared, option
 from packer.schema import Field, fields_for
 
 SHARD = "train-00000-of-00001"
@@ -124,8 +126,8 @@ def test_file_infos_match_the_files(tmp_path, name):
 @pytest.mark.parametrize("name", formats.FORMATS)
 def test_option_defaults_round_trip(name):
     fmt = formats.get(name)
-    assert formats.defaults(fmt.OPTION_SPECS) == fmt.OPTIONS
-    assert all(isinstance(spec, FormatOption) for spec in fmt.OPTION_SPECS)
+    assert formats.defaults(fmt.FORMAT_OPTIONS) == fmt.OPTIONS
+    assert dataclasses.asdict(fmt.FORMAT_OPTIONS()) == fmt.OPTIONS
     recorded = json.loads(json.dumps(fmt.OPTIONS))  # as the manifest stores them
     assert recorded == fmt.OPTIONS
     fmt.check_options(recorded)
@@ -133,18 +135,18 @@ def test_option_defaults_round_trip(name):
         assert recorded == RECORDED_DEFAULTS[name]
 
 
-def bad_value(spec: FormatOption):
+def bad_value(spec: Option):
     """A value the option must refuse."""
-    if spec.flag:
+    if spec.kind == "flag":
         return "yes"
-    if spec.choices:
+    if spec.kind == "choice":
         return "no-such-" + spec.choices[0]
     return spec.range[1] + 1
 
 
 @pytest.mark.parametrize(
     "name, spec",
-    [(n, s) for n in formats.FORMATS for s in formats.get(n).OPTION_SPECS],
+    [(n, s) for n in formats.FORMATS for s in declared(formats.get(n).FORMAT_OPTIONS)],
     ids=lambda v: v if isinstance(v, str) else v.name,
 )
 def test_check_options_refuses_a_bad_value(name, spec):
@@ -153,29 +155,34 @@ def test_check_options_refuses_a_bad_value(name, spec):
         fmt.check_options({**fmt.OPTIONS, spec.name: bad_value(spec)})
 
 
-def test_format_option_declarations_are_checked():
-    FormatOption("level", 3, "a level", range=(1, 9))
+def test_option_declarations_are_checked():
+    Option("level", 3, "a level", kind="int", range=(1, 9))
     for bad in (
-        dict(default=False, choices=("a",)),
-        dict(default="c", choices=("a", "b")),
-        dict(default=0, range=(1, 9)),
-        dict(default=3),
-        dict(default=1.5, range=(1, 9)),
+        dict(default="yes", kind="flag"),
+        dict(default="c", kind="choice", choices=("a", "b")),
+        dict(default="a", kind="choice"),
+        dict(default=0, kind="int", range=(1, 9)),
+        dict(default=1.5, kind="int", range=(1, 9)),
     ):
         with pytest.raises(TypeError):
-            FormatOption("x", help="?", **bad)
+            Option("x", help="?", **bad)
+
+
+def _options(name: str, low: int, help: str) -> type:
+    """A format's options dataclass with one int option `level`."""
+    level = option(5, help, kind="int", range=(low, 9))
+    return dataclasses.make_dataclass(name, [("level", int, level)], bases=(Options,), frozen=True)
 
 
 def test_formats_sharing_an_option_name_share_one_option(monkeypatch):
-    level = FormatOption("level", 3, "a level", range=(1, 9))
     modules = {
-        "a": SimpleNamespace(OPTION_SPECS=(level,)),
-        "b": SimpleNamespace(OPTION_SPECS=(FormatOption("level", 5, "b's", range=(1, 9)),)),
-        "c": SimpleNamespace(OPTION_SPECS=(FormatOption("level", 5, "c's", range=(0, 9)),)),
+        "a": SimpleNamespace(FORMAT_OPTIONS=_options("A", 1, "a level")),
+        "b": SimpleNamespace(FORMAT_OPTIONS=_options("B", 1, "b's")),
+        "c": SimpleNamespace(FORMAT_OPTIONS=_options("C", 0, "c's")),
     }
     monkeypatch.setattr(formats, "get", modules.__getitem__)
     monkeypatch.setattr(formats, "FORMATS", ("a", "b"))
-    assert formats.all_options() == [(level, ("a", "b"))]
+    assert formats.all_options() == [(declared(modules["a"].FORMAT_OPTIONS)[0], ("a", "b"))]
     monkeypatch.setattr(formats, "FORMATS", ("a", "c"))
     with pytest.raises(TypeError, match="level"):
         formats.all_options()
