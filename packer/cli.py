@@ -20,7 +20,7 @@ from .flags import command_line_wording
 from .formats import FORMATS
 from .packing import preflight
 from .packing.ledger import Ledger
-from .packing.options import OUT, PLAN_OPTIONS, RUN_OPTIONS, SIZE, RunOptions
+from .packing.options import OUT, PLAN_OPTIONS, RUN_OPTIONS, SIZE, by_stage
 from .reading.dataset import open_dataset
 from .verify import verify
 
@@ -97,15 +97,11 @@ def pack_command(ctx, src, out, fmt, size, dry_run, **options) -> None:
     options = {k: v for k, v in options.items() if v is not None}
     options["coco"] = options.get("coco") or None
     options["progress"] = options["progress"] and sys.stderr.isatty()  # no `\r` bar in a file
-    run = RunOptions.resolve(
-        {o.name: options.pop(o.name) for o in RUN_OPTIONS if o.name in options}
-    )
-    engine_options = engines.options_for(run.engine, options)
-    planned = {k: v for k, v in options.items() if k not in engines.option_names()}
     signal.signal(signal.SIGTERM, _terminated)
     command = command_line(ctx)
     try:
-        plan = packing.make_plan(src, out, fmt, size, **planned)
+        stages = by_stage(options)
+        plan = packing.make_plan(src, out, fmt, size, **stages.plan)
         if dry_run:
             predicted = preflight.predict_rejections(
                 plan.scan.root, plan.scan.samples, plan.config.max_pixels
@@ -116,8 +112,8 @@ def pack_command(ctx, src, out, fmt, size, dry_run, **options) -> None:
             click.echo("\n".join(f"note: {n}" for n in plan.notes), err=True)
         data = packing.execute(
             plan,
-            run,
-            engine_options=engine_options,
+            stages.run,
+            engine_options=stages.engine,
             command=command,
             warn=lambda text: click.echo(f"warning: {text}", err=True),
         )

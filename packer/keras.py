@@ -20,7 +20,7 @@ from .augment import Augment
 from .keras_backup import BackupAndRestore
 from .options import option
 from .reading.loader import Loader
-from .reading.options import BATCH_SIZE, SPLIT, LoaderOptions, documented
+from .reading.options import BATCH_SIZE, SPLIT, LoaderOptions, takes
 from .reading.pipeline import Pipeline, asking_threads
 
 __all__ = ["BackupAndRestore", "PackedSequence"]
@@ -47,7 +47,7 @@ class SequenceOptions(LoaderOptions):
     )
 
 
-@documented(SequenceOptions)
+@takes(SequenceOptions)
 class PackedSequence(keras.utils.PyDataset):
     """Batches `(images, targets)` of one split; shuffled in a new seeded order every epoch.
 

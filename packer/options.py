@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from .errors import PackError
-from .flags import flag
+from .flags import flag, on_command_line
 
 # What a value is, for the command line (how it is read) and for Python (how it is checked):
 KINDS = (
@@ -46,8 +46,9 @@ class OptionError(PackError, ValueError):
 
 
 def _listed(choices: tuple) -> str:
-    """Choices as a caller writes them: words bare (`global`), other values as Python's."""
-    return ", ".join(c if isinstance(c, str) else repr(c) for c in choices)
+    """Choices as the caller writes them: bare words on the command line, Python's values
+    (`'global'`, `True`) from Python."""
+    return ", ".join(c if on_command_line() and isinstance(c, str) else repr(c) for c in choices)
 
 
 @dataclass(frozen=True)
@@ -111,16 +112,25 @@ def option(default: Any, help: str, **spelling: Any) -> Any:
     return field(default=default, metadata={"option": Option("", default, help, **spelling)})
 
 
-def again(base: type, name: str, default: Any, shown: str | None = None, help: str = "") -> Any:
-    """`base`'s option `name` declared again with another default (and help, when given), as a
-    reader whose default differs declares it."""
+def again(
+    base: type,
+    name: str,
+    default: Any,
+    shown: str | None = None,
+    help: str = "",
+    choices: tuple = (),
+) -> Any:
+    """`base`'s option `name` declared again with another default (and help or choices, when
+    given), as a reader whose default or accepted values differ declares it."""
     declared = base.__dataclass_fields__[name].metadata["option"]
-    return field(
+    again = replace(
+        declared,
         default=default,
-        metadata={
-            "option": replace(declared, default=default, help=help or declared.help, shown=shown)
-        },
+        help=help or declared.help,
+        shown=shown,
+        choices=choices or declared.choices,
     )
+    return field(default=default, metadata={"option": again})
 
 
 def declared(options: type) -> tuple[Option, ...]:
@@ -141,8 +151,9 @@ class Options:
 
     @classmethod
     def of(cls: type[T], arguments: Mapping[str, Any]) -> T:
-        """The options among `arguments` (a reader's `locals()`): one typed value."""
-        return cls(**{f.name: arguments[f.name] for f in dataclasses.fields(cls)})
+        """The options among `arguments` (a reader's `locals()`), each checked as `resolve`
+        checks it: one typed value."""
+        return cls(**{o.name: o.check(arguments[o.name]) for o in declared(cls)})
 
     @classmethod
     def describe(cls) -> list[str]:

@@ -42,7 +42,7 @@ from .options import again, option
 from .reading.dataset import Split
 from .reading.loader import check_augment_fits
 from .reading.mixture_read import open_split
-from .reading.options import BATCH_SIZE, SPLIT, ReaderOptions, documented
+from .reading.options import BATCH_SIZE, SPLIT, ReaderOptions, takes
 from .reading.transforms import BatchTransform
 from .tf_indexed import Order, indexed
 
@@ -66,6 +66,7 @@ class TfOptions(ReaderOptions):
         True,
         help='True ("global" too) or False: random access shuffles uniformly, a streamed pack '
         "through `shuffle_buffer`.",
+        choices=(True, False, "global"),
     )
     seed: int | None = again(
         ReaderOptions, "seed", None, shown="a fresh one per dataset; 0 with several pipelines"
@@ -84,11 +85,13 @@ class TfOptions(ReaderOptions):
         False,
         "One endless iterator over epoch after epoch, whose place tf.train.Checkpoint "
         "saves (Keras otherwise makes a new iterator every epoch).",
+        kind="switch",
     )
     deterministic: bool | None = option(
         None,
         "Whether parallel steps keep their order (False: faster, in any order).",
         shown="when there is a seed or no shuffling",
+        kind="switch",
     )
     shuffle_buffer: int = option(
         DEFAULT_SHUFFLE_BUFFER,
@@ -106,6 +109,7 @@ class TfOptions(ReaderOptions):
         "than read batches by random access through packer's shard readers (several times "
         "faster).",
         shown="gzip tfrecord packs only",
+        kind="switch",
     )
     start: int | dict | list[dict] | None = option(
         None,
@@ -114,7 +118,7 @@ class TfOptions(ReaderOptions):
     )
 
 
-@documented(TfOptions)
+@takes(TfOptions)
 def dataset(
     path: str | os.PathLike,
     split: str = SPLIT,
@@ -151,11 +155,6 @@ def dataset(
     o = TfOptions.of(locals())
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-    if o.shuffle not in (True, False, "global"):
-        raise ValueError(
-            f"shuffle must be True or False (random access shuffles uniformly, a stream through "
-            f"shuffle_buffer), not {o.shuffle!r}"
-        )
     part = open_split(path, split, o.cache_dir, o.cache_bytes)  # a pack's, or a Mixture's
     fmt = part.dataset.format
     stream = o.stream

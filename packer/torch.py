@@ -34,9 +34,9 @@ from . import torch_compat, torch_device
 from .augment import Augment
 from .reading import gather, handoff
 from .reading.loader import Loader
-from .reading.options import BATCH_SIZE, SPLIT, documented
+from .reading.options import BATCH_SIZE, SPLIT, takes
 from .reading.position import ENCODED_LENGTH, Pass
-from .torch_options import LAYOUTS, TARGET_DTYPES, IterableOptions, TorchOptions
+from .torch_options import TARGET_DTYPES, IterableOptions, TorchOptions
 from .torch_pinning import pin_slots as pin_slots  # re-exported: packer.torch.pin_slots
 
 
@@ -81,8 +81,6 @@ class _Packed:
 
     def _open(self, path: str | os.PathLike, split: str, batch_size: int, o: TorchOptions) -> None:
         """Set up from the typed options (each dataset's own signature makes them)."""
-        if o.layout not in LAYOUTS:
-            raise ValueError(f"layout must be one of {LAYOUTS}, not {o.layout!r}")
         if o.augment_device is not None and o.augment is None:
             raise ValueError("augment_device names where to run augment=...: give both")
         rank, world_size = torch_device.distributed(o.rank, o.world_size)
@@ -242,7 +240,7 @@ class _Handed:
         return iter(_tensors(self.arrays, self.layout))
 
 
-@documented(TorchOptions)
+@takes(TorchOptions)
 class PackedDataset(_Packed, Dataset):
     """Item `i` is batch `i` of the current epoch: `(images, targets)` tensors.
 
@@ -272,7 +270,7 @@ class PackedDataset(_Packed, Dataset):
         )
 
 
-@documented(IterableOptions)
+@takes(IterableOptions)
 class PackedIterable(_Packed, IterableDataset):
     """The same batches, streamed: worker w of W yields batches w, w+W, ... of the pass, so
     the DataLoader's round robin over workers gives them in order, each exactly once.

@@ -29,7 +29,10 @@ class TorchOptions(LoaderOptions):
         LoaderOptions, "world_size", None, shown="torch.distributed's world size, else 1"
     )
     layout: str = option(
-        "NHWC", '"NCHW": images as a channels_last `[B,3,H,W]` view of the same bytes.'
+        "NHWC",
+        '"NCHW": images as a channels_last `[B,3,H,W]` view of the same bytes.',
+        kind="choice",
+        choices=LAYOUTS,
     )
     augment_device: str | torch.device | None = option(
         None,

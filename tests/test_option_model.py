@@ -17,7 +17,7 @@ from packer.cli import pack_command
 from packer.errors import PackError
 from packer.keras import PackedSequence, SequenceOptions
 from packer.options import declared
-from packer.packing.options import PlanOptions, RunOptions
+from packer.packing.options import PlanOptions, RunOptions, by_stage
 from packer.reading.loader import Loader
 from packer.reading.options import BATCH_SIZE, SPLIT, LoaderOptions, ReaderOptions
 from packer.tf import TfOptions
@@ -110,7 +110,7 @@ def test_a_run_and_a_plan_resolve_to_typed_values_with_one_line_errors():
     assert (run.workers, run.strict, run.engine) == (2, True, "local")
     with pytest.raises(PackError, match=r"^workers=0: expected an integer, 1 or more$"):
         RunOptions.resolve({"workers": 0})
-    with pytest.raises(PackError, match=r"^resize='cover': choose one of fill, "):
+    with pytest.raises(PackError, match=r"^resize='cover': choose one of 'fill', "):
         PlanOptions.resolve({"resize": "cover"})
 
 
@@ -123,3 +123,51 @@ def test_a_wrong_value_reads_the_same_from_python_and_the_command_line(seg_src, 
     assert result.exit_code == 1
     python = str(raised.value).replace("shard_size=0", "--shard-size 0")
     assert result.output.strip() == f"Error: {python}"
+
+
+@pytest.mark.parametrize("reader", READERS, ids=lambda r: r.__qualname__)
+def test_a_misspelt_reader_keyword_names_the_nearest_one(reader, tmp_path):
+    with pytest.raises(
+        TypeError, match=r"unexpected keyword argument 'shufle'; did you mean shuffle\?$"
+    ):
+        reader(tmp_path / "no-pack", shufle=False)
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'colour'$"):  # nothing near
+        reader(tmp_path / "no-pack", colour=1)
+
+
+@pytest.mark.parametrize("reader", READERS, ids=lambda r: r.__qualname__)
+@pytest.mark.parametrize(
+    "given, message",
+    [
+        ({"shuffle": "sometimes"}, r"^shuffle='sometimes': choose one of True, False, 'global'"),
+        ({"uneven": "spread"}, r"^uneven='spread': choose one of 'pad', 'drop', 'allow'$"),
+        ({"normalize": "imagenet"}, r"^normalize='imagenet': choose one of 'unit', 'dataset'$"),
+        ({"one_hot": "yes"}, r"^one_hot='yes': expected True or False$"),
+    ],
+    ids=lambda v: next(iter(v)) if isinstance(v, dict) else "",
+)
+def test_every_reader_checks_its_values_where_they_are_declared(reader, given, message, tmp_path):
+    # before the path is opened: the same one-line error, whichever reader is given it
+    with pytest.raises(ValueError, match=message) as raised:
+        reader(tmp_path / "no-pack", **given)
+    assert isinstance(raised.value, PackError)
+
+
+def test_a_readers_own_choices_narrow_the_shared_ones(tmp_path):
+    with pytest.raises(
+        ValueError, match=r"^shuffle='windows': choose one of True, False, 'global'$"
+    ):
+        packer.tf.dataset(tmp_path / "no-pack", shuffle="windows")  # tf.data shuffles uniformly
+    with pytest.raises(ValueError, match=r"^layout='nchw': choose one of 'NHWC', 'NCHW'$"):
+        PackedDataset(tmp_path / "no-pack", layout="nchw")
+
+
+def test_a_packs_keywords_are_split_by_stage_once():
+    stages = by_stage({"workers": 2, "resize": "fit", "compression": "gzip"})
+    assert stages.plan == {"resize": "fit", "compression": "gzip"}
+    assert (stages.run.workers, stages.run.engine) == (2, "local")
+    assert stages.engine == {}  # the local engine has no options of its own
+    with pytest.raises(PackError, match=r"^retries applies to engine='ray' only$"):
+        by_stage({"retries": 5})
+    with pytest.raises(PackError, match=r"^unknown option wokers; did you mean workers\?$"):
+        by_stage({"wokers": 2})

@@ -13,8 +13,8 @@ import warnings
 from .. import engines
 from ..options import with_signature
 from ..reading.dataset import PackedDataset, open_dataset
-from .options import DEFAULT_SHARD_BYTES, PLAN_OPTIONS, RUN_OPTIONS, RunOptions
-from .plan import PackPlan, check_keywords, make_plan
+from .options import DEFAULT_SHARD_BYTES, PLAN_OPTIONS, RUN_OPTIONS, by_stage
+from .plan import PackPlan, make_plan
 from .session import execute
 
 __all__ = ["DEFAULT_SHARD_BYTES", "PackPlan", "execute", "make_plan", "pack"]
@@ -38,16 +38,12 @@ def pack(
     even when the output clearly exceeds the free space, and breaks a stale lock of a remote
     OUT. SRC and OUT may be URLs (s3://, gs://, ...).
     """
-    check_keywords(options)
-    run = RunOptions.resolve(options)
-    engine_options = engines.options_for(run.engine, options)
-    elsewhere = {o.name for o in RUN_OPTIONS} | engines.option_names()
-    planned = {k: v for k, v in options.items() if k not in elsewhere}
-    plan = make_plan(src, out, format, size, **planned)
+    stages = by_stage(options)
+    plan = make_plan(src, out, format, size, **stages.plan)
     given = {"out": out, "format": format, "size": size, **options}
     shown = ", ".join(f"{k}={v!r}" for k, v in given.items() if v is not None)
     command = f"packer.pack({os.fspath(src)!r}{', ' if shown else ''}{shown})"
-    data = execute(plan, run, engine_options=engine_options, command=command)
+    data = execute(plan, stages.run, engine_options=stages.engine, command=command)
     if data.get("stale"):
         warnings.warn(
             f"{plan.out} is out of date ({data['changes']['text']}); left as it is (update=False)",

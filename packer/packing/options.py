@@ -7,12 +7,14 @@ formats and engines declare their own."""
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from .. import engines, formats
 from ..engines import ENGINES
 from ..imaging import DEFAULT_MAX_PIXELS, INTERPOLATIONS, RESIZE_MODES
-from ..options import Option, Options, declared, option
+from ..options import Option, Options, declared, option, refuse_unknown
 from ..sources import LAYOUTS, layouts_help
 from ..sources.model import CROWDS, OVERLAPS
 from .preflight import SIZE_STEP
@@ -251,3 +253,30 @@ class RunOptions(Options):
 
 
 RUN_OPTIONS = declared(RunOptions)
+
+
+@dataclass(frozen=True)
+class Stages:
+    """A pack's keywords, split once by the stage that takes them (for `packer.pack` and the
+    command line alike)."""
+
+    plan: dict[str, Any]  # the plan's and the format's own: `make_plan`'s keywords
+    run: RunOptions
+    engine: dict[str, Any]  # the chosen engine's own, checked, its defaults filled
+
+
+def by_stage(given: Mapping[str, Any]) -> Stages:
+    """`given` split into the plan's, the run's and the engine's options; a keyword that no
+    stage takes, or an option of an engine that was not chosen, is refused in one line."""
+    check_keywords(given)
+    run = RunOptions.resolve(given)
+    elsewhere = {o.name for o in RUN_OPTIONS} | engines.option_names()
+    planned = {k: v for k, v in given.items() if k not in elsewhere}
+    return Stages(planned, run, engines.options_for(run.engine, given))
+
+
+def check_keywords(given: Iterable[str]) -> None:
+    """Refuse keywords that neither the plan, the run, an engine nor a format takes, with the
+    nearest known names, so a typo never passes silently as a format option."""
+    known = [o.name for o in (*PLAN_OPTIONS, *RUN_OPTIONS, *engines.all_options())]
+    refuse_unknown(given, [*known, "command", *(o.name for o, _ in formats.all_options())])

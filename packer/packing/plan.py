@@ -17,18 +17,18 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from .. import engines, formats, storage
+from .. import formats, storage
 from ..errors import PackError
 from ..flags import flag, on_command_line
 from ..imaging import Geometry
 from ..labels import ClassTable, mask_dtype
 from ..manifest import OBJECT_TASKS
-from ..options import OptionError, refuse_unknown, with_signature
+from ..options import OptionError, with_signature
 from ..schema import fields_for, record_bytes
 from ..sources import AnnotationOptions, Sample, SourceScan, mask_files, mask_line, scan
 from .classes import class_mapping, class_table, relabelled
 from .convert import PackConfig
-from .options import PLAN_OPTIONS, RUN_OPTIONS, PlanOptions
+from .options import PLAN_OPTIONS, PlanOptions, check_keywords
 from .placement import check_out
 from .preflight import default_size
 from .tasks import ChunkTask, ShardTask
@@ -265,13 +265,6 @@ def make_plan(
 
 
 with_signature(make_plan, PLAN_OPTIONS)
-
-
-def check_keywords(given: Iterable[str]) -> None:
-    """Refuse keywords that neither the plan, the run, an engine nor a format takes, with the
-    nearest known names, so a typo never passes silently as a format option."""
-    known = [o.name for o in (*PLAN_OPTIONS, *RUN_OPTIONS, *engines.all_options())]
-    refuse_unknown(given, [*known, "command", *(spec.name for spec, _ in formats.all_options())])
 
 
 def _given_size(size) -> tuple[int, int] | None:

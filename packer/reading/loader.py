@@ -23,16 +23,16 @@ from .dataset import PackedDataset, Split
 from .mixture import Mixture
 from .mixture_read import MixedSplit, open_split
 from .objects import Padder
-from .options import BATCH_SIZE, SPLIT, LoaderOptions, documented
+from .options import BATCH_SIZE, SPLIT, LoaderOptions, takes
 from .position import Pass, agreed
-from .sampler import SHUFFLE_MODES, Sampler, larger_than_ram, window_length
+from .sampler import Sampler, larger_than_ram, window_length
 from .transforms import BatchTransform
 
 if TYPE_CHECKING:
     from ..augment import Augment, AugmentParams
 
 
-@documented(LoaderOptions)
+@takes(LoaderOptions)
 class Loader:
     """Batches of one split, in a new seeded order every epoch.
 
@@ -82,10 +82,6 @@ class Loader:
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-        if o.shuffle not in SHUFFLE_MODES:
-            raise ValueError(
-                f"shuffle must be True, False, 'global' or 'windows', not {o.shuffle!r}"
-            )
         self.options = o  # the reader's typed options, as given
         self.path = path if isinstance(path, Mixture) else os.fspath(path)
         self.cache = (o.cache_dir, o.cache_bytes)  # where a remote pack's shards are cached

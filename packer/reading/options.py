@@ -6,7 +6,7 @@ keyword. `ReaderOptions` are what every reader takes, `LoaderOptions` add what t
 built on a `Loader` take, and each adapter extends these with its own options, next to its
 code (`SequenceOptions`, `TfOptions`, `TorchOptions`). A field's type is the option's type, its
 default the reader's default, and its metadata (`option(...)`) the help text, so that the
-docstring a reader shows (`documented`) and the typed value it passes around (`of`) come from
+docstring a reader shows (`takes`) and the typed value it passes around (`of`) come from
 one place. A reader writes its keywords in its own `def` (what `help()`, `inspect` and an IDE
 read); a test checks that they are exactly its dataclass's fields, with the same defaults.
 A reader whose default differs declares the field again (`again`), keeping the help.
@@ -14,6 +14,8 @@ A reader whose default differs declares the field again (`again`), keeping the h
 
 from __future__ import annotations
 
+import difflib
+import functools
 import inspect
 import os
 import textwrap
@@ -23,6 +25,8 @@ from typing import TypeVar
 
 from ..augment import Augment
 from ..options import Options, option
+from .sampler import SHUFFLE_MODES, UNEVEN_MODES
+from .transforms import NORMALIZE_MODES
 
 T = TypeVar("T")
 
@@ -45,17 +49,24 @@ class ReaderOptions(Options):
         "`shuffle_window` records, each read ahead as sequential runs (for packs larger "
         'than RAM); True picks "windows" when the split exceeds half the RAM, else "global"; '
         "False keeps the pack's order.",
+        kind="choice",
+        choices=SHUFFLE_MODES,
     )
     one_hot: bool = option(
         False,
         "Float32 one-hot targets `[B,C]` / `[B,H,W,C]` (ignore-index pixels: all-zero rows).",
+        kind="switch",
     )
     normalize: str | None = option(
         None,
         'Float32 images: "unit" (/255) or "dataset" (the manifest\'s per-channel '
         "mean/std); None keeps uint8.",
+        kind="choice",
+        choices=tuple(m for m in NORMALIZE_MODES if m is not None),
     )
-    drop_remainder: bool = option(False, "Leave out an epoch's last batch when it is smaller.")
+    drop_remainder: bool = option(
+        False, "Leave out an epoch's last batch when it is smaller.", kind="switch"
+    )
     seed: int | None = option(
         None,
         "Seed of the epochs' orders: the same seed gives the same sequence of orders.",
@@ -72,6 +83,8 @@ class ReaderOptions(Options):
         'When the ranks cannot have equal parts: "pad" repeats a few samples, "drop" '
         'leaves a few out (uneven batch counts hang distributed training); "allow" gives '
         "the first ranks one sample more.",
+        kind="choice",
+        choices=UNEVEN_MODES,
     )
     augment: Augment | None = option(
         None,
@@ -105,9 +118,11 @@ class LoaderOptions(ReaderOptions):
     )
 
 
-def documented(declared: type[Options]) -> Callable[[T], T]:
-    """A decorator: the reader's docstring followed by its options, `split` and `batch_size`
-    first, each with its default and help (what `help()` shows)."""
+def takes(declared: type[Options]) -> Callable[[T], T]:
+    """A decorator for a reader (a function or a class) that takes `declared`: its docstring
+    lists them after `split` and `batch_size`, each with its default and help (what `help()`
+    shows), and a keyword it does not take is refused with the nearest one it does (Python's
+    own TypeError suggests none)."""
     positional = [
         f"split={SPLIT!r}: {POSITIONAL_HELP['split']}",
         f"batch_size={BATCH_SIZE!r}: {POSITIONAL_HELP['batch_size']}",
@@ -120,6 +135,27 @@ def documented(declared: type[Options]) -> Callable[[T], T]:
     def add(obj: T) -> T:
         doc = inspect.cleandoc(obj.__doc__ or "")
         obj.__doc__ = f"{doc}\n\nOptions:\n" + "\n".join(lines)
-        return obj
+        if isinstance(obj, type):
+            obj.__init__ = _known_keywords(obj.__init__, obj.__name__)  # type: ignore[misc]
+            return obj
+        return _known_keywords(obj, f"{obj.__module__.removeprefix('packer.')}.{obj.__name__}")
 
     return add
+
+
+def _known_keywords(function: Callable, name: str) -> Callable:
+    """`function`, refusing a keyword it does not take with a TypeError that names the nearest
+    one it does."""
+    parameters = inspect.signature(function).parameters.values()
+    known = [p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
+    @functools.wraps(function)
+    def checked(*args, **kwargs):
+        for keyword in kwargs:
+            if keyword not in known:
+                close = difflib.get_close_matches(keyword, known, n=1)
+                hint = f"; did you mean {close[0]}?" if close else ""
+                raise TypeError(f"{name}() got an unexpected keyword argument {keyword!r}{hint}")
+        return function(*args, **kwargs)
+
+    return checked
