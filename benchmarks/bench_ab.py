@@ -8,7 +8,7 @@ PYTHONPATH), on the same synthetic segmentation source:
 
   pack   `packer.pack(SRC, OUT, workers=W)`, seconds in-process (imports excluded)
   read   `PackedSequence` shuffled uint8 batches of 16 over the npy pack, img/s over
-         whole epochs after a warm-up epoch
+         whole epochs for `--seconds` after a warm-up epoch
   torch  `packer.torch.PackedDataset` in a DataLoader with 0 workers, the same way
   tf     `packer.tf.dataset` over the npy pack, the same way
 
@@ -20,7 +20,8 @@ Ratios are B (this checkout) / A (the revision), taken within each round (the tw
 seconds apart) and reported as their median and range over rounds; `--before HEAD` shows the
 noise of the machine (same code both sides).
 
-    python benchmarks/bench_ab.py --before REV [--images 300] [--rounds 5] [--cores N]
+    python benchmarks/bench_ab.py --before REV [--images 300] [--rounds 5] [--seconds 2]
+        [--cores N]
 """
 
 from __future__ import annotations
@@ -68,12 +69,12 @@ else:
         data.set_epoch(e)
         return sum(len(images) for images, _ in loader)
 epoch(0)
-rates = []
-for e in range(1, 6):
-    t = time.perf_counter()
-    n = epoch(e)
-    rates.append(n / (time.perf_counter() - t))
-print(json.dumps({"img_s": sorted(rates)[len(rates) // 2]}))
+seconds, images, e = float(sys.argv[3]), 0, 1
+t = time.perf_counter()
+while time.perf_counter() - t < seconds:
+    images += epoch(e)
+    e += 1
+print(json.dumps({"img_s": images / (time.perf_counter() - t)}))
 """
 
 
@@ -117,6 +118,7 @@ def main() -> None:
     parser.add_argument("--images", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--seconds", type=float, default=2.0, help="of reading, per reader")
     parser.add_argument("--cores", type=int, help="run every process on this many cores")
     args = parser.parse_args()
     cores = set(sorted(os.sched_getaffinity(0))[: args.cores]) if args.cores else None
@@ -146,7 +148,9 @@ def main() -> None:
                     assert Path(packed["file"]).is_relative_to(sides[side]), packed["file"]
                     times[side]["pack"].append(args.images / packed["seconds"])
                     for reader, row in (("keras", "read"), ("torch", "torch"), ("tf", "tf")):
-                        rate = run(sides[side], READ, str(out), reader, cores=cores)["img_s"]
+                        rate = run(
+                            sides[side], READ, str(out), reader, str(args.seconds), cores=cores
+                        )["img_s"]
                         times[side][row].append(rate)
                 same = shard_hashes(root / f"pack-A-{round_}") == shard_hashes(
                     root / f"pack-B-{round_}"
@@ -156,7 +160,8 @@ def main() -> None:
             subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(before)])
     on = f", on {len(cores)} core(s)" if cores else ""
     print(
-        f"\nA = {args.before}, B = this checkout; {args.images} images, {args.rounds} rounds{on}\n"
+        f"\nA = {args.before}, B = this checkout; {args.images} images, {args.rounds} rounds, "
+        f"{args.seconds:g} s of reading per reader{on}\n"
     )
     print("| row | A img/s | B img/s | B / A, median of rounds | range |")
     print("|---|---:|---:|---:|---:|")

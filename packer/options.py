@@ -85,7 +85,7 @@ class Option:
             raise TypeError(f"option {self.name!r}: a switch's default is True or False")
 
     def check(self, value: Any) -> Any:
-        """`value` if it is one this option takes (None always is), else a PackError."""
+        """`value` if it is one this option takes (None always is), else an OptionError."""
         if value is None or value == self.default:
             return value
         if self.kind == "choice" and value not in self.choices:
@@ -123,14 +123,14 @@ def again(
     """`base`'s option `name` declared again with another default (and help or choices, when
     given), as a reader whose default or accepted values differ declares it."""
     declared = base.__dataclass_fields__[name].metadata["option"]
-    again = replace(
+    redeclared = replace(
         declared,
         default=default,
         help=help or declared.help,
         shown=shown,
         choices=choices or declared.choices,
     )
-    return field(default=default, metadata={"option": again})
+    return field(default=default, metadata={"option": redeclared})
 
 
 def declared(options: type) -> tuple[Option, ...]:

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import engines, formats
-from ..engines import ENGINES
 from ..imaging import DEFAULT_MAX_PIXELS, INTERPOLATIONS, RESIZE_MODES
 from ..options import Option, Options, declared, option, refuse_unknown
 from ..sources import LAYOUTS, layouts_help
@@ -221,7 +220,7 @@ class RunOptions(Options):
         "local",
         "Where the shard tasks run (local: a process pool on this machine).",
         kind="choice",
-        choices=tuple(ENGINES),
+        choices=tuple(engines.ENGINES),
     )
 
     overwrite: bool = option(
