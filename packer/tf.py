@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import tensorflow as tf
 
 from .augment import Augment
-from .formats import tfrecord
+from .formats import tfrecord, tfrecord_parse
 from .manifest import OBJECT_TASKS
 from .options import again, option
 from .reading.dataset import Split
@@ -269,7 +269,7 @@ def _records(part: Split, order: Order, max_boxes: int) -> tuple[tf.data.Dataset
     if order.repeat:
         records = records.repeat()
     batches = records.batch(order.batch_size, order.drop_remainder)
-    return batches, tfrecord.example_decoder(part.dataset.fields, max_boxes)
+    return batches, tfrecord_parse.example_decoder(part.dataset.fields, max_boxes)
 
 
 def _pipeline_counts(shards: list[dict], pipelines: int, by_file: bool) -> list[int]:

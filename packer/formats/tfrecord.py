@@ -3,7 +3,8 @@
 Workers write Examples without TensorFlow (the bytes: `tfrecord_wire`). Optional gzip: one
 gzip member per chunk, joined in order (every gzip reader, TensorFlow's too, reads concatenated
 members as one stream). Optional DALI index files. NumPy readers scan the framing once per
-shard; `example_decoder` is the tf.data parse of a batch. See formats/tfrecord.md.
+shard; `tfrecord_parse.example_decoder` is the tf.data parse of a batch. See
+formats/tfrecord.md.
 """
 
 from __future__ import annotations
@@ -11,10 +12,9 @@ from __future__ import annotations
 import gzip
 import mmap
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -44,9 +44,6 @@ from .tfrecord_wire import (
     masked_crc,
     scan,
 )
-
-if TYPE_CHECKING:
-    import tensorflow as tf
 
 COMPRESSIONS = ("none", "gzip")
 
@@ -155,51 +152,6 @@ def finalize(job: ShardJob) -> list[FileInfo]:
             )
         )
     return files
-
-
-# --- reading with tf.data -----------------------------------------------------------------------
-
-
-def example_decoder(
-    fields: Sequence[Field], max_boxes: int = 100
-) -> Callable[[tf.Tensor], dict[str, tf.Tensor]]:
-    """A function parsing a batch of serialized Examples at once: field name -> `[B, *shape]`.
-
-    Raw bytes become fixed-shape arrays of each field's dtype; the int64 label is cast to the
-    label field's dtype, as the other formats store it. Object fields (detection) become
-    `boxes` `[B,max_boxes,4]` and `labels` `[B,max_boxes]` padded with -1, and `cut` the
-    objects beyond max_boxes. TensorFlow is imported here, on first use, so that workers
-    loading this module never import it.
-    """
-    import tensorflow as tf
-
-    objects = ragged(fields)
-    fields = fixed(fields)
-    size = tfrecord_objects.image_size(fields)
-
-    dtypes = {f.name: tf.as_dtype(np.dtype(f.dtype).newbyteorder("=")) for f in fields}
-    spec = {
-        FEATURES[f.name]: tf.io.FixedLenFeature([], tf.int64 if f.shape == () else tf.string)
-        for f in fields
-    }
-
-    spec.update(tfrecord_objects.tf_features(objects))
-
-    def decode(serialized: tf.Tensor) -> dict[str, tf.Tensor]:
-        parsed = tf.io.parse_example(serialized, spec)
-        out = tfrecord_objects.tf_padded(parsed, size, max_boxes) if objects else {}
-        for f in fields:
-            value = parsed[FEATURES[f.name]]
-            if f.shape == ():  # int64 label -> the label field's dtype
-                out[f.name] = tf.cast(value, dtypes[f.name])
-            else:
-                raw = tf.io.decode_raw(value, dtypes[f.name], little_endian=True)
-                out[f.name] = tf.ensure_shape(
-                    tf.reshape(raw, [-1, *f.shape]), [serialized.shape[0], *f.shape]
-                )
-        return out
-
-    return decode
 
 
 # --- streaming (any compression) ----------------------------------------------------------------

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from packer import formats
-from packer.formats import ShardJob
+from packer.formats import ShardJob, tfrecord_parse
 from packer.options import Option, Options, declared, option
 from packer.schema import Field, fields_for
 
@@ -233,7 +233,9 @@ def test_tfrecord_example_decoder_parses_the_shard(tmp_path, task):
     fields = FIELDS[task]
     _, kept = write_shard(tmp_path, "tfrecord", fields, dict(fmt.OPTIONS))
     path = tmp_path / "train" / fmt.file_name(SHARD, fmt.OPTIONS)
-    batches = tf.data.TFRecordDataset(str(path)).batch(4).map(fmt.example_decoder(fields))
+    batches = (
+        tf.data.TFRecordDataset(str(path)).batch(4).map(tfrecord_parse.example_decoder(fields))
+    )
     got = {f.name: [] for f in fields}
     for batch in batches:
         for f in fields:
