@@ -156,7 +156,9 @@ def test_sigkill_at_any_point_then_rerun_gives_identical_output(many_shards, tmp
 
 def _as_from_a_shell() -> None:
     """The pack starts with Ctrl-C's default action, as from an interactive shell, whatever
-    this test process inherited (an ignored SIGINT is inherited across exec)."""
+    this test process inherited: a shell without job control starts a background command
+    (`make test &` in a script) with SIGINT ignored, Python keeps it so, and an ignored
+    SIGINT is inherited across exec."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
