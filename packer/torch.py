@@ -140,13 +140,14 @@ class _Packed:
     def _batch(self, index: int) -> tuple[torch.Tensor, torch.Tensor] | _Handed:
         """Batch `index` of the current epoch: tensors, or in a DataLoader worker a parcel of
         a shared slot that becomes those tensors in the process that unpickles it."""
-        if (worker := get_worker_info()) is not None:
+        worker = get_worker_info()
+        if worker is not None:
             gather.share_cores(worker.num_workers)  # the workers share the cores
         if self.loader.objects:  # per image a dict of tensors, torchvision's detection input
             return torch_device.detection_batch(self.loader, index, self.layout, self._finish)
         if self._finish is not None:
             return self._raw_batch(index)
-        if get_worker_info() is None or not handoff.AVAILABLE:
+        if worker is None or not handoff.AVAILABLE:
             images, targets = self.loader.batch(index)
             return _tensors([images, targets.astype(self._target_dtype, copy=False)], self.layout)
         self._start_worker()
