@@ -86,7 +86,7 @@ class Option:
 
     def check(self, value: Any) -> Any:
         """`value` if it is one this option takes (None always is), else an OptionError."""
-        if value is None or value == self.default:
+        if value is None:
             return value
         if self.kind == "choice" and value not in self.choices:
             raise OptionError(f"{flag(self.name, value)}: choose one of {_listed(self.choices)}")
