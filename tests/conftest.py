@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 from packer.synthetic import make_classification, make_segmentation
-from tests.fixtures.golden import make_class_folders, make_sources
+from tests.fixtures.golden import make_class_folders, make_objects, make_sources
 from tests.fixtures.processes import pack_cmd
 from tests.fixtures.s3 import SECRET, SlowShardUploads
 
@@ -39,9 +39,14 @@ def cls_src(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def golden_sources(tmp_path_factory) -> dict[str, Path]:
-    """The golden packs' sources: "seg" (mask folders) and "cls" (class folders)."""
+    """The golden packs' sources: "seg" (mask folders), "cls" (class folders) and "obj" (COCO
+    objects)."""
     base = tmp_path_factory.mktemp("golden")
-    return {"seg": make_sources(base / "seg"), "cls": make_class_folders(base / "cls")}
+    return {
+        "seg": make_sources(base / "seg"),
+        "cls": make_class_folders(base / "cls"),
+        "obj": make_objects(base / "obj"),
+    }
 
 
 @pytest.fixture(scope="session")
