@@ -20,9 +20,11 @@ previous backup or the new one, never weights from one step with the position of
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +53,20 @@ class RequestOrder:
         self.asked += 1
 
 
+@functools.cache  # once per process
+def _warn_once_without_reader() -> None:
+    """Say that mid-epoch backups without `reader=` restart the epoch: with Keras' callback
+    alone a killed `fit` trains the batches before the backup twice."""
+    warnings.warn(
+        "packer.keras.BackupAndRestore(save_freq=N) without reader=: a restart repeats the "
+        "interrupted epoch from its start; give reader= the PackedSequence, "
+        "packer.parallel(...) or packer.tf.dataset(...) that fit trains from to resume "
+        "mid-epoch",
+        UserWarning,
+        stacklevel=4,
+    )
+
+
 class BackupAndRestore(keras.callbacks.BackupAndRestore):
     """Back up weights, epoch and `reader`'s position every `save_freq` batches (or every
     epoch), and continue from the last backup when `fit` starts again with the same command.
@@ -74,6 +90,8 @@ class BackupAndRestore(keras.callbacks.BackupAndRestore):
         reader: Any = None,
     ) -> None:
         super().__init__(os.fspath(backup_dir), save_freq, delete_checkpoint=delete_checkpoint)
+        if reader is None and save_freq != "epoch":
+            _warn_once_without_reader()
         self.double_checkpoint = double_checkpoint  # ours to honour (older Keras lacks it)
         self._reader = _position_of(reader)  # what saves and restores the position
         self._iterator: Any = None  # fit's epoch iterator

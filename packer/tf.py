@@ -42,7 +42,7 @@ from .options import again, option
 from .reading.dataset import Split
 from .reading.loader import check_augment_fits
 from .reading.mixture_read import open_split
-from .reading.options import BATCH_SIZE, SPLIT, ReaderOptions, takes
+from .reading.options import BATCH_SIZE, SPLIT, ReaderOptions, batch_size_of, takes
 from .reading.transforms import BatchTransform
 from .tf_indexed import Order, indexed
 
@@ -153,8 +153,7 @@ def dataset(
     options (below) are the readers' (`packer.reading.options`) and tf.data's own.
     """
     o = TfOptions.of(locals())
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    batch_size = batch_size_of(batch_size)
     part = open_split(path, split, o.cache_dir, o.cache_bytes)  # a pack's, or a Mixture's
     fmt = part.dataset.format
     stream = o.stream

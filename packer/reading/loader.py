@@ -23,7 +23,7 @@ from .dataset import PackedDataset, Split
 from .mixture import Mixture
 from .mixture_read import MixedSplit, open_split
 from .objects import Padder
-from .options import BATCH_SIZE, SPLIT, LoaderOptions, takes
+from .options import BATCH_SIZE, SPLIT, LoaderOptions, batch_size_of, takes
 from .position import Pass, agreed
 from .sampler import Sampler, larger_than_ram, window_length
 from .transforms import BatchTransform
@@ -80,8 +80,7 @@ class Loader:
     def _open(
         self, path: str | os.PathLike | Mixture, split: str, batch_size: int, o: LoaderOptions
     ) -> None:
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        batch_size = batch_size_of(batch_size)
         self.options = o  # the reader's typed options, as given
         self.path = path if isinstance(path, Mixture) else os.fspath(path)
         self.cache = (o.cache_dir, o.cache_bytes)  # where a remote pack's shards are cached

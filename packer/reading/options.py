@@ -17,6 +17,7 @@ from __future__ import annotations
 import difflib
 import functools
 import inspect
+import numbers
 import os
 import textwrap
 from collections.abc import Callable
@@ -24,7 +25,8 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from ..augment import Augment
-from ..options import Options, option
+from ..flags import flag
+from ..options import OptionError, Options, option
 from .sampler import SHUFFLE_MODES, UNEVEN_MODES
 from .transforms import NORMALIZE_MODES
 
@@ -36,6 +38,14 @@ POSITIONAL_HELP = {
     "split": "The split to read.",
     "batch_size": "Samples per batch (of each rank or input pipeline).",
 }
+
+
+def batch_size_of(value: object) -> int:
+    """The batch size as an int; anything but a whole number of at least 1 (a string from a
+    config file, a float, a bool) is a one-line OptionError, before it reaches arithmetic."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1:
+        return int(value)
+    raise OptionError(f"{flag('batch_size', value)}: expected a whole number of samples, 1 or more")
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+from .. import storage
 from ..errors import SourceError
 from ..flags import flag
 from .mask_names import image_folder_of
@@ -33,6 +34,7 @@ LOOKED_FOR = CLASS_HELP
 _MASK_WORDS = ("mask", "label", "ann", "gt", "seg", "target")
 # Folders that mark annotations a layout must read: never class folders.
 ANNOTATION_FOLDERS = ("annotations", "gtFine", "gtCoarse")
+_JSON_PEEK = 1 << 16  # bytes read from each end of a JSON beside class folders
 
 
 def detect(tree: Tree, annotations: AnnotationOptions) -> str | None:
@@ -52,6 +54,7 @@ def scan(root: Path, tree: Tree, annotations: AnnotationOptions) -> Found:
     and mask folders, are a guess refused."""
     if annotations.layout == "auto":
         refuse_unread_annotations(root, tree)
+        _refuse_coco_like_json(root, tree)
     found = class_scan(tree, set())
     if annotations.layout == "auto":
         refuse_twin_folders(tree, found)
@@ -111,6 +114,23 @@ def refuse_unread_annotations(root: Path, tree: Tree) -> None:
             f"{flag('layout')} or {flag('coco')}, or {flag('layout', 'class-folders')} if "
             "these really are classes"
         )
+
+
+def _refuse_coco_like_json(root: Path, tree: Tree) -> None:
+    """A COCO-style JSON beside the folders (Label Studio's `result.json`, another tool's
+    export): the folders are its images, not classes, so say how to pack it instead."""
+    for name in sorted(tree[""].files):
+        if not name.lower().endswith(".json"):
+            continue
+        head, tail = storage.read_head_tail(root / name, _JSON_PEEK, _JSON_PEEK)
+        text = (head + tail).decode("utf-8", "replace")
+        if '"images"' in text and ('"annotations"' in text or '"categories"' in text):
+            raise SourceError(
+                f"{root} holds {name}, a COCO-style annotations file (images, annotations, "
+                f"categories), beside its image folders: pack it with {flag('coco', name)} and "
+                f"{flag('task', 'detection')} (or instances), or pass "
+                f"{flag('layout', 'class-folders')} if the folders really are the classes"
+            )
 
 
 def _refuse_masks_without_images(root: Path, tree: Tree, found: Found) -> None:

@@ -107,3 +107,20 @@ def test_a_reader_that_is_no_packer_reader_is_refused_in_one_line(tmp_path):
 
     with pytest.raises(TypeError, match=r"takes a packer reader .* not ndarray"):
         BackupAndRestore(tmp_path, reader=np.zeros(3))
+
+
+def test_mid_epoch_backups_without_a_reader_warn_once_naming_reader(tmp_path):
+    pytest.importorskip("keras")
+    import warnings
+
+    from packer.keras import BackupAndRestore
+    from packer.keras_backup import _warn_once_without_reader
+
+    _warn_once_without_reader.cache_clear()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        BackupAndRestore(tmp_path / "a", save_freq="epoch")  # whole epochs: nothing to lose
+        BackupAndRestore(tmp_path / "b", save_freq=5)
+        BackupAndRestore(tmp_path / "c", save_freq=5)
+    said = [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
+    assert len(said) == 1 and "without reader=" in said[0] and "repeats" in said[0], said

@@ -33,6 +33,18 @@ def test_options_are_keywords(pack):
     assert len(Loader(pack, "train", 4)) == 4 and len(PackedSequence(pack, "val", 4)) == 2
 
 
+@pytest.mark.parametrize("given", ["32", 2.0, True, 0, None])
+@pytest.mark.parametrize(
+    "make",
+    [PackedSequence, PackedDataset, PackedIterable, packer.tf.dataset],
+    ids=["keras", "torch-map", "torch-iterable", "tf"],
+)
+def test_a_batch_size_that_is_no_whole_number_is_refused_in_one_line(pack, make, given):
+    with pytest.raises(ValueError, match=r"^batch_size=.*: expected a whole number of samples"):
+        make(pack, batch_size=given)
+    assert len(PackedSequence(pack, batch_size=np.int64(4))) == 4  # NumPy's integers are whole
+
+
 @pytest.mark.parametrize(
     "make",
     [
