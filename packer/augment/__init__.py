@@ -24,7 +24,8 @@ which then returns (images, masks, moved targets):
   drawn params or ``tf_exec.augment(aug, images, masks, epoch, indices, targets=)`` in-graph.
 """
 
-from packer.augment.params import AugmentParams, draw
+from packer.augment.drawing import draw
+from packer.augment.params import AugmentParams
 from packer.augment.spec import Augment
 
 __all__ = ["Augment", "AugmentParams", "draw"]

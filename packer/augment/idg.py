@@ -7,11 +7,12 @@ warp the same way, so a tuned setting can be checked pixel against pixel.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from packer.augment.params import AugmentParams, affine, flips
+from packer.augment.drawing import affine, flips
+from packer.augment.params import AugmentParams
 
 
 def idg_matrix(transform_parameters: Mapping, image_hw: tuple[int, int]) -> np.ndarray:
@@ -104,18 +105,16 @@ ELSEWHERE = {
 }
 
 
-def elsewhere(arguments: Mapping) -> TypeError:
+def elsewhere(arguments: Mapping, known: Sequence[str]) -> TypeError:
     """The error for arguments Augment does not take: where each of ImageDataGenerator's goes
-    in packer, or the nearest argument name for a misspelt one (one line)."""
+    in packer, or the nearest of ``known`` (Augment's own argument names, given by spec.py,
+    which imports this module) for a misspelt one (one line)."""
     import difflib
-    import inspect
-
-    from packer.augment.spec import Augment
 
     name = sorted(arguments)[0]
     if name in ELSEWHERE:
         return TypeError(f"Augment takes no {name} (from ImageDataGenerator): {ELSEWHERE[name]}")
-    known = [p for p in inspect.signature(Augment).parameters if p != "imagedatagenerator"]
+    known = list(known)
     close = difflib.get_close_matches(name, [*known, *ELSEWHERE], n=1)
     hint = f"; did you mean {close[0]}?" if close else f"; it takes {', '.join(known)}"
     return TypeError(f"Augment got an unexpected argument {name}{hint}")

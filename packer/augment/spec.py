@@ -1,6 +1,6 @@
 """`Augment`: what to draw, in ImageDataGenerator's argument names and meanings.
 
-Validated once here; `params.draw` turns it into per-sample numbers and the executors
+Validated once here; `drawing.draw` turns it into per-sample numbers and the executors
 (NumPy/OpenCV, TensorFlow, torch) apply those numbers to images and masks.
 """
 
@@ -13,8 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from packer.augment import idg
-from packer.augment.params import AugmentParams, draw
+from packer.augment.drawing import draw
+from packer.augment.idg import elsewhere
+from packer.augment.params import AugmentParams
 
 FILL_MODES = ("constant", "nearest", "reflect", "wrap")
 
@@ -62,6 +63,13 @@ def _shift_range(name: str, value: Any) -> tuple[str, Any, bool]:
         raise ValueError(f"{name} must be a float, an int or a list of numbers, got {value!r}")
     values = np.array([_number(name, v, minimum=-np.inf) for v in value], dtype=np.float64)
     return "choice", values, bool(values.max() < 1)
+
+
+def _argument_names() -> list[str]:
+    """Augment's own argument names, for the hint at a misspelt one."""
+    import inspect
+
+    return [p for p in inspect.signature(Augment).parameters if p != "imagedatagenerator"]
 
 
 class Augment:
@@ -113,7 +121,7 @@ class Augment:
         **imagedatagenerator: Any,
     ) -> None:
         if imagedatagenerator:  # ImageDataGenerator's other arguments: say where they go
-            raise idg.elsewhere(imagedatagenerator)
+            raise elsewhere(imagedatagenerator, _argument_names())
         self.rotation_range = _number("rotation_range", rotation_range)
         self.width_shift_range = width_shift_range
         self.height_shift_range = height_shift_range
@@ -204,7 +212,7 @@ class Augment:
         return bool(self.channel_shift_range) or self.brightness_range is not None
 
     def draw(self, epoch: int, indices, image_hw: tuple[int, int]) -> AugmentParams:
-        """The parameters of samples ``indices`` in ``epoch`` (see `packer.augment.params`)."""
+        """The parameters of samples ``indices`` in ``epoch`` (see `packer.augment.drawing`)."""
         return draw(self, epoch, indices, image_hw)
 
     def apply(
@@ -221,10 +229,10 @@ class Augment:
 
         Returns (images, masks), or (images, masks, targets) when ``targets`` (one detection
         dict per sample: boxes, labels, optional per-object masks) are given."""
-        from packer.augment import numpy_exec
+        from packer.augment.numpy_exec import apply  # OpenCV on first use only
 
         params = self.draw(epoch, indices, images.shape[1:3])
-        return numpy_exec.apply(images, masks, params, out=out, targets=targets)
+        return apply(images, masks, params, out=out, targets=targets)
 
     def __repr__(self) -> str:
         names = (

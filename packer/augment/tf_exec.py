@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from packer.augment import tf_targets
 from packer.augment.params import MASK_NUDGE, AugmentParams
 from packer.augment.spec import Augment
+from packer.augment.tf_targets import move_targets
 
 _FILL = {"constant": "CONSTANT", "nearest": "NEAREST", "reflect": "REFLECT"}
 
@@ -138,7 +138,7 @@ def apply(images, masks, params: AugmentParams, *, targets: dict | None = None) 
     )
     if targets is None:
         return out
-    moved = tf_targets.move_targets(
+    moved = move_targets(
         targets,
         params.box_matrix,
         mask_transforms(params.matrix),
@@ -194,7 +194,7 @@ def augment(
     )
     if targets is None:
         return out
-    moved = tf_targets.move_targets(
+    moved = move_targets(
         targets,
         tf.ensure_shape(forward, [None, 2, 3]),
         mask_transforms(matrix),

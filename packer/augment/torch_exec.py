@@ -1,8 +1,7 @@
 """torch executor: one batched warp (grid_sample) for images, one gather for masks.
 
-CPU or CUDA (``device=``). `AugmentParams.matrix` puts pixel centres at integers; grid_sample
-with align_corners=False puts pixel i's centre at (2i + 1) / W - 1, so the grid is built in
-pixels and normalised with exactly that formula. torch is imported on first use only.
+CPU or CUDA (``device=``); the grids come from `torch_grid` (pixel centres converted to
+grid_sample's align_corners=False coordinates). torch is imported on first use only.
 """
 
 from __future__ import annotations
@@ -10,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 from packer.augment.params import AugmentParams
+from packer.augment.torch_grid import grid as sampling_grid
+from packer.augment.torch_grid import mask_grid
 from packer.augment.torch_targets import move_targets
 
 _PADDING = {"constant": "zeros", "nearest": "border", "reflect": "reflection", "wrap": "border"}
@@ -24,34 +23,12 @@ def _torch():
     return torch
 
 
-def normalised(matrix: np.ndarray, in_hw: tuple[int, int], out_hw: tuple[int, int]) -> np.ndarray:
-    """[B, 2, 3] pixel maps -> affine_grid's thetas (align_corners=False coordinates).
-
-    Pixel x of a W-wide image sits at (2x + 1) / W - 1, so theta = N_in @ M @ N_out^-1.
-    """
-
-    def to_unit(h: int, w: int) -> np.ndarray:
-        return np.array([[2 / w, 0, 1 / w - 1], [0, 2 / h, 1 / h - 1], [0, 0, 1]])
-
-    full = np.concatenate([matrix, np.broadcast_to([[[0.0, 0.0, 1.0]]], (len(matrix), 1, 3))], 1)
-    theta = to_unit(*in_hw) @ full @ np.linalg.inv(to_unit(*out_hw))
-    return theta[:, :2, :]
-
-
-def _grid(matrix: np.ndarray, params: AugmentParams, channels: int, device) -> Any:
-    """float32 [B, Ho, Wo, 2] sampling grid for grid_sample."""
-    torch = _torch()
-    theta = torch.as_tensor(normalised(matrix, params.in_hw, params.out_hw), dtype=torch.float32)
-    size = (len(matrix), channels, *params.out_hw)
-    return torch.nn.functional.affine_grid(theta.to(device), size, align_corners=False)
-
-
 def _sample_images(images, params: AugmentParams, device) -> Any:
     """Bilinear samples of uint8 NHWC ``images``, float32 NCHW."""
     torch = _torch()
     f = torch.nn.functional
     x = images.permute(0, 3, 1, 2).float()
-    grid = _grid(params.matrix, params, x.shape[1], device)
+    grid = sampling_grid(params.matrix, params, x.shape[1], device)
     if params.fill_mode == "wrap":  # periodic coordinates into a 1-pixel circular frame
         h, w = params.in_hw
         x = f.pad(x, (1, 1, 1, 1), mode="circular")
@@ -82,14 +59,6 @@ def _colour(images, params: AugmentParams, device) -> Any:
         images *= torch.as_tensor(params.brightness, device=device).view(-1, 1, 1, 1)
         images = images.round_().clamp_(0, 255)
     return images
-
-
-def mask_grid(params: AugmentParams, device) -> Any:
-    """float32 [B, Ho, Wo, 2]: where every mask (class ids or per object) samples, nearest.
-
-    The nudged mask matrix keeps exact .5 ties away, so torch's rounding (half to even)
-    picks the pixels OpenCV's (half up) does."""
-    return _grid(params.mask_matrix, params, 1, device)
 
 
 def _sample_masks(masks, params: AugmentParams, device) -> Any:
