@@ -31,7 +31,7 @@ class AugmentParams:
     in_hw: tuple[int, int]
     out_hw: tuple[int, int]
     brightness: np.ndarray | None  # float32 [B]: then multiply (ImageEnhance.Brightness)
-    channel_shift: np.ndarray | None  # float32 [B]: first add (rounded), clip to image range
+    channel_shift: np.ndarray | None  # float32 [B]: first add, clip to image range (dtypes)
     fill_mode: str = "nearest"
     cval: float = 0.0
     ignore_index: int = 255
