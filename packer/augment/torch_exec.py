@@ -42,14 +42,24 @@ def _sample_images(images, params: AugmentParams, device) -> Any:
         size = torch.tensor([w, h], dtype=torch.float32, device=device)
         pixels = torch.remainder((grid + 1) * size / 2, size) + 0.5  # padded frame pixels
         grid = (2 * pixels + 1) / (size + 2) - 1
-    if params.fill_mode == "constant":  # zeros padding around (x - cval) is a cval fill
+    bounds = value_range(_name(images))
+    shifted = params.fill_mode == "constant" and bounds is not None
+    if shifted:  # zeros padding around (x - cval) is a cval fill (exact for integer images)
         x = x - params.cval
     out = f.grid_sample(
         x, grid, mode="bilinear", padding_mode=_PADDING[params.fill_mode], align_corners=False
     )
-    if params.fill_mode == "constant":
+    if shifted:
         out += params.cval
-    return _rounded(out, value_range(_name(images)))
+    elif params.fill_mode == "constant" and params.cval:
+        # float32: x - cval would round x to cval's scale (-9999 nodata: ~1e-3), so blend
+        # cval in by the weight of each sample that fell outside the frame instead. Four
+        # float32 weights miss a sum of 1 by ~1e-7: gaps under OpenCV's own weight step
+        # (1/32 px a side, 1/1024) count as none, so pixels inside stay exact.
+        inside = torch.ones_like(x[:, :1])
+        gap = 1 - f.grid_sample(inside, grid, mode="bilinear", align_corners=False)
+        out += torch.where(gap < 1 / 1024, 0.0, gap) * params.cval
+    return _rounded(out, bounds)
 
 
 def _rounded(images, bounds: tuple[float, float] | None) -> Any:

@@ -166,6 +166,19 @@ def test_float32_input_is_left_as_it_was():
         np.testing.assert_array_equal(images, kept, err_msg=name)
 
 
+def test_a_far_float32_fill_leaves_the_pixels_inside_the_frame_exact():
+    """cval -9999 (a nodata value) must not cost the float32 pixels it never touches."""
+    images = bands(2, 2, "float32")
+    for name, apply in executors():
+        got = {}
+        for cval in (0.0, -9999.0):
+            aug = Augment(rotation_range=30, fill_mode="constant", cval=cval, seed=1)
+            got[cval], _ = apply(images, None, aug.draw(0, [0, 1], HW))
+        inside = (got[-9999.0] > -1e-3).all(axis=-1)  # no fill blended in
+        assert inside.mean() > 0.5, name
+        np.testing.assert_allclose(got[-9999.0][inside], got[0.0][inside], atol=1e-6, err_msg=name)
+
+
 def test_tf_graph_augments_uint16_images_and_masks():
     tf = pytest.importorskip("tensorflow")
     from packer.augment import tf_exec
