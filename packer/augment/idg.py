@@ -94,11 +94,13 @@ ELSEWHERE = {
     "PackedSequence, run in parallel by packer.parallel",
     "data_format": "readers give channels-last [B,H,W,3]; packer.torch takes "
     'layout="NCHW", or transpose in the model',
-    "dtype": "readers give uint8 images, float32 with normalize=...; cast in the model",
+    "dtype": "readers give uint8 images, float32 with normalize=...; cast in the model "
+    "(a pack of 16-bit or float32 images gives its own dtype)",
     "interpolation_order": "the warp is bilinear for images and nearest for masks, always",
     "target_size": "pack once at that size: pack SRC --size WIDTHxHEIGHT",
     "interpolation": "pack SRC --interpolation (the resize happens once, at pack time)",
-    "color_mode": "packs hold RGB images",
+    "color_mode": "packs hold RGB images for 8-bit photos, and other images with the bands "
+    "their source has (grey, RGBA, multi-band); any conversion happens at pack time",
     "class_mode": "the reader's one_hot=True for categorical, class ids by default",
     "batch_size": "the reader's: PackedSequence(pack, split, batch_size)",
     "shuffle": "the reader's: PackedSequence(..., shuffle=True)",
