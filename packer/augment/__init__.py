@@ -5,6 +5,12 @@ the `AugmentParams` of a batch, keyed by (seed, epoch, sample index); the execut
 them: `numpy_exec` (OpenCV), `tf_exec` (in-graph TensorFlow), `torch_exec` (CPU or CUDA).
 Importing this package imports neither TensorFlow nor torch.
 
+Images stay as the pack keeps them: uint8, uint16 or float32, any number of bands; masks
+uint8 or uint16 (`dtypes` holds the rules all three executors share: rounding, clipping,
+colour units). Modules import one another one way only: `params` (the batch's numbers)
+and `dtypes` are leaves, `drawing` draws them, `spec` validates the settings, each
+executor imports its own `*_targets` (and torch both `torch_grid`), nothing imports back.
+
 Detection targets move with the images, from the same draw (`boxes.move_boxes` is the one
 rule: corners through `AugmentParams.box_matrix`, hull, clip, drop below ``min_visibility``
 or ``min_box_size`` with the label, mask and flags; per-object masks sampled as class-id
@@ -24,7 +30,8 @@ which then returns (images, masks, moved targets):
   drawn params or ``tf_exec.augment(aug, images, masks, epoch, indices, targets=)`` in-graph.
 """
 
-from packer.augment.params import AugmentParams, draw
+from packer.augment.drawing import draw
+from packer.augment.params import AugmentParams
 from packer.augment.spec import Augment
 
 __all__ = ["Augment", "AugmentParams", "draw"]

@@ -7,11 +7,12 @@ warp the same way, so a tuned setting can be checked pixel against pixel.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from packer.augment.params import AugmentParams, affine, flips
+from packer.augment.drawing import affine, flips
+from packer.augment.params import AugmentParams
 
 
 def idg_matrix(transform_parameters: Mapping, image_hw: tuple[int, int]) -> np.ndarray:
@@ -93,29 +94,29 @@ ELSEWHERE = {
     "PackedSequence, run in parallel by packer.parallel",
     "data_format": "readers give channels-last [B,H,W,3]; packer.torch takes "
     'layout="NCHW", or transpose in the model',
-    "dtype": "readers give uint8 images, float32 with normalize=...; cast in the model",
+    "dtype": "readers give uint8 images, float32 with normalize=...; cast in the model "
+    "(a pack of 16-bit or float32 images gives its own dtype)",
     "interpolation_order": "the warp is bilinear for images and nearest for masks, always",
     "target_size": "pack once at that size: pack SRC --size WIDTHxHEIGHT",
     "interpolation": "pack SRC --interpolation (the resize happens once, at pack time)",
-    "color_mode": "packs hold RGB images",
+    "color_mode": "packs hold RGB images for 8-bit photos, and other images with the bands "
+    "their source has (grey, RGBA, multi-band); any conversion happens at pack time",
     "class_mode": "the reader's one_hot=True for categorical, class ids by default",
     "batch_size": "the reader's: PackedSequence(pack, split, batch_size)",
     "shuffle": "the reader's: PackedSequence(..., shuffle=True)",
 }
 
 
-def elsewhere(arguments: Mapping) -> TypeError:
+def elsewhere(arguments: Mapping, known: Sequence[str]) -> TypeError:
     """The error for arguments Augment does not take: where each of ImageDataGenerator's goes
-    in packer, or the nearest argument name for a misspelt one (one line)."""
+    in packer, or the nearest of ``known`` (Augment's own argument names, given by spec.py,
+    which imports this module) for a misspelt one (one line)."""
     import difflib
-    import inspect
-
-    from packer.augment.spec import Augment
 
     name = sorted(arguments)[0]
     if name in ELSEWHERE:
         return TypeError(f"Augment takes no {name} (from ImageDataGenerator): {ELSEWHERE[name]}")
-    known = [p for p in inspect.signature(Augment).parameters if p != "imagedatagenerator"]
+    known = list(known)
     close = difflib.get_close_matches(name, [*known, *ELSEWHERE], n=1)
     hint = f"; did you mean {close[0]}?" if close else f"; it takes {', '.join(known)}"
     return TypeError(f"Augment got an unexpected argument {name}{hint}")

@@ -2,6 +2,10 @@
 
 Used by the NumPy readers (Keras `PackedSequence`, `packer.torch` on CPU). OpenCV's maps
 take pixel centres at integers, the convention `AugmentParams.matrix` is written in.
+Images of any dtype and channel count `dtypes` takes: OpenCV's warpAffine and INTER_AREA
+resize serve at most 4 channels (OpenCV 5 warps more, by another path whose rounding
+differs), so wider images go in groups of 4 bands and every band is warped exactly as it
+would be alone.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from typing import Any
 import cv2
 import numpy as np
 
+from packer.augment.dtypes import check_fill, check_images, check_masks, value_range
 from packer.augment.numpy_targets import move_targets
 from packer.augment.params import AugmentParams
 
@@ -23,25 +28,19 @@ BORDERS = {
 }
 # Shrinking by this factor or more first averages source pixels (INTER_AREA).
 AREA_SHRINK = 2.0
+GROUP = 4  # channels per OpenCV call
 
 
 def _check(images: np.ndarray, masks: np.ndarray | None, params: AugmentParams) -> None:
-    if images.dtype != np.uint8 or images.ndim != 4 or not 1 <= images.shape[3] <= 4:
-        raise ValueError(
-            f"images must be uint8 [B, H, W, C] with C <= 4, got {images.dtype} {images.shape}"
-        )
+    check_images(images.dtype.name, images.shape)
     if images.shape[0] != len(params) or tuple(images.shape[1:3]) != params.in_hw:
         raise ValueError(
             f"images {images.shape} do not match the parameters "
             f"({len(params)} samples of {params.in_hw})"
         )
-    if masks is not None and (
-        masks.dtype not in (np.uint8, np.uint16) or masks.shape != images.shape[:3]
-    ):
-        raise ValueError(
-            f"masks must be uint8/uint16 [B, H, W] matching the images {images.shape[:3]}, "
-            f"got {masks.dtype} {masks.shape}"
-        )
+    check_fill(params.cval, images.dtype.name)
+    if masks is not None:
+        check_masks(masks.dtype.name, masks.shape, images.shape, params.ignore_index)
 
 
 def _output(given: np.ndarray | None, shape: tuple, dtype, name: str) -> np.ndarray:
@@ -67,7 +66,20 @@ def _area_preshrink(
     h, w = image.shape[:2]
     fx, fy = max(factors[0], 1.0), max(factors[1], 1.0)
     ws, hs = max(1, round(w / fx)), max(1, round(h / fy))
-    small = cv2.resize(image, (ws, hs), interpolation=cv2.INTER_AREA)
+    if image.ndim == 3 and image.shape[2] > GROUP:
+        small = np.concatenate(
+            [
+                cv2.resize(
+                    np.ascontiguousarray(image[..., a : a + GROUP]),
+                    (ws, hs),
+                    interpolation=cv2.INTER_AREA,
+                ).reshape(hs, ws, -1)
+                for a in range(0, image.shape[2], GROUP)
+            ],
+            axis=2,
+        )
+    else:
+        small = cv2.resize(image, (ws, hs), interpolation=cv2.INTER_AREA)
     sx, sy = ws / w, hs / h
     scaled = matrix * np.array([[sx], [sy]])
     scaled[:, 2] += np.array([0.5 * sx - 0.5, 0.5 * sy - 0.5])
@@ -84,7 +96,8 @@ def apply(
 ) -> tuple[Any, ...]:
     """Warp ``images`` (bilinear) and ``masks`` (nearest) by ``params``; colour the images.
 
-    images: uint8 [B, H, W, C]; masks: uint8/uint16 [B, H, W] or None. Out-of-frame mask
+    images: uint8/uint16/float32 [B, H, W, C], any C (see `dtypes` for the rounding,
+    clipping and colour units); masks: uint8/uint16 [B, H, W] or None. Out-of-frame mask
     pixels become ``params.ignore_index``; images fill per ``params.fill_mode``. ``out``
     is an optional (images, masks) pair of C-contiguous arrays to write into.
     Returns (images, masks) of ``params.out_hw``; given ``targets`` (one detection dict
@@ -96,10 +109,10 @@ def apply(
     b, _, _, c = images.shape
     ho, wo = params.out_hw
     out_images, out_masks = out if out is not None else (None, None)
-    out_images = _output(out_images, (b, ho, wo, c), np.uint8, "images")
+    out_images = _output(out_images, (b, ho, wo, c), images.dtype, "images")
     if masks is not None:
         out_masks = _output(out_masks, (b, ho, wo), masks.dtype, "masks")
-    warp_image = _ImageWarp(params, c)
+    warp_image = _ImageWarp(params, c, images.dtype)
     mask_matrix = params.mask_matrix if masks is not None else None
     mask_fill = (params.ignore_index,) * 4
     factors = shrink_factors(params.matrix)
@@ -130,27 +143,52 @@ def apply(
 
 
 class _ImageWarp:
-    """Bilinear warps of one batch's images, through reused RGBA buffers for RGB.
+    """Bilinear warps of one batch's images, groups of at most 4 bands at a time.
 
-    OpenCV's vectorised warpAffine serves 1 and 4 channels; RGB takes a path about twice
-    as slow, more than the two cvtColor passes that add and drop an alpha channel cost.
+    OpenCV's vectorised warpAffine serves 1 and 4 channels; 3 take a path about twice as
+    slow, more than the two cvtColor passes that add and drop a fourth channel cost, so a
+    3-band group goes through reused 4-channel buffers. Images of more than 4 bands are cut
+    into groups of 4 (the last may be narrower) through reused contiguous buffers; the
+    destination must be C-contiguous (`apply` makes it so).
     """
 
-    def __init__(self, params: AugmentParams, channels: int) -> None:
+    def __init__(self, params: AugmentParams, channels: int, dtype: np.dtype) -> None:
         self.size = (params.out_hw[1], params.out_hw[0])
+        self.out_hw = params.out_hw
         self.border = BORDERS[params.fill_mode]
         self.fill = (params.cval,) * 4
-        self.rgb = channels == 3
-        self.rgba_in: np.ndarray | None = None
-        self.rgba_out = np.empty((*params.out_hw, 4), np.uint8) if self.rgb else None
+        self.dtype = dtype
+        self.groups = [(a, min(a + GROUP, channels)) for a in range(0, channels, GROUP)]
+        self.buffers: dict[tuple, np.ndarray] = {}
+
+    def _buffer(self, name: str, shape: tuple) -> np.ndarray:
+        """A reused C-contiguous scratch array of this batch's dtype."""
+        key = (name, *shape)
+        if key not in self.buffers:
+            self.buffers[key] = np.empty(shape, self.dtype)
+        return self.buffers[key]
 
     def __call__(self, src: np.ndarray, matrix: np.ndarray, dst: np.ndarray) -> None:
+        if len(self.groups) == 1:
+            self._warp(src, matrix, dst)
+            return
+        for a, b in self.groups:  # mixChannels: ~2x NumPy's strided copies of 4 bands
+            n = b - a
+            part = self._buffer("in", (*src.shape[:2], n))
+            cv2.mixChannels([src], [part], _pairs(a, 0, n))
+            warped = self._buffer("out", (*self.out_hw, n))
+            self._warp(part, matrix, warped)
+            cv2.mixChannels([warped], [dst], _pairs(0, a, n))
+
+    def _warp(self, src: np.ndarray, matrix: np.ndarray, dst: np.ndarray) -> None:
+        """One OpenCV warp of a C-contiguous source of at most 4 bands into ``dst``."""
         target = dst
-        if self.rgb:
-            if self.rgba_in is None or self.rgba_in.shape[:2] != src.shape[:2]:
-                self.rgba_in = np.empty((*src.shape[:2], 4), np.uint8)
-            src = cv2.cvtColor(src, cv2.COLOR_RGB2RGBA, dst=self.rgba_in)
-            target = self.rgba_out
+        rgb = src.shape[2] == 3
+        if rgb:
+            four = cv2.cvtColor(
+                src, cv2.COLOR_RGB2RGBA, dst=self._buffer("in4", (*src.shape[:2], 4))
+            )
+            src, target = four, self._buffer("out4", (*self.out_hw, 4))
         elif src.shape[2] == 1:  # OpenCV drops a single channel axis; warp the 2-D views
             src, target = src[..., 0], dst[..., 0]
         got = cv2.warpAffine(
@@ -164,29 +202,55 @@ class _ImageWarp:
         )
         if got is not target:
             target[...] = got.reshape(target.shape)
-        if self.rgb:
+        if rgb:
             got = cv2.cvtColor(target, cv2.COLOR_RGBA2RGB, dst=dst)
             if got is not dst:
                 dst[...] = got
 
 
+def _pairs(source: int, target: int, n: int) -> list[int]:
+    """cv2.mixChannels' fromTo list: bands source.. of one array to target.. of another."""
+    return [k for i in range(n) for k in (source + i, target + i)]
+
+
 def colour(flat: np.ndarray, params: AugmentParams, i: int) -> None:
     """Sample ``i``'s channel shift then brightness, in place on its [H, W*C] view.
 
-    z = clip(v + round(shift), lo, hi), lo/hi the image's own range (ImageDataGenerator
-    clips there); then round(z * brightness), saturated. Saturating SIMD arithmetic: a
-    cv2.LUT is a scalar loop, several times slower here.
+    Integer images: z = clip(v + round(shift), lo, hi), lo/hi the image's own range
+    (ImageDataGenerator clips there); then round(z * brightness), saturated to the dtype.
+    Saturating SIMD arithmetic: a cv2.LUT is a scalar loop, several times slower here.
+    float32 images: the same without rounding or saturation (`dtypes`).
     """
+    bounds = value_range(flat.dtype)
+    if bounds is None:
+        _colour_float(flat, params, i)
+        return
+    top = bounds[1]
     if params.channel_shift is not None:
         shift = int(np.rint(params.channel_shift[i]))
         lo, hi, _, _ = cv2.minMaxLoc(flat)
         if shift > 0:
-            cv2.add(flat, shift, dst=flat)  # saturates at 255 itself
-            if hi < 255:
+            cv2.add(flat, shift, dst=flat)  # saturates at the dtype's maximum itself
+            if hi < top:
                 cv2.min(flat, hi, dst=flat)
         elif shift < 0:
             cv2.subtract(flat, -shift, dst=flat)  # saturates at 0 itself
             if lo > 0:
                 cv2.max(flat, lo, dst=flat)
     if params.brightness is not None:
-        cv2.convertScaleAbs(flat, dst=flat, alpha=float(params.brightness[i]))
+        factor = float(params.brightness[i])
+        if flat.dtype == np.uint8:
+            cv2.convertScaleAbs(flat, dst=flat, alpha=factor)
+        else:  # saturating, rounding half to even as convertScaleAbs does
+            cv2.addWeighted(flat, factor, flat, 0.0, 0.0, dst=flat)
+
+
+def _colour_float(flat: np.ndarray, params: AugmentParams, i: int) -> None:
+    """`colour` for float32 images: the shift as drawn, clipped to the image's own range;
+    brightness multiplies; float32 arithmetic, as the tf and torch executors do it."""
+    if params.channel_shift is not None:
+        lo, hi, _, _ = cv2.minMaxLoc(flat)
+        np.add(flat, np.float32(params.channel_shift[i]), out=flat)
+        np.clip(flat, np.float32(lo), np.float32(hi), out=flat)
+    if params.brightness is not None:
+        np.multiply(flat, np.float32(params.brightness[i]), out=flat)

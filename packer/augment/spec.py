@@ -1,6 +1,6 @@
 """`Augment`: what to draw, in ImageDataGenerator's argument names and meanings.
 
-Validated once here; `params.draw` turns it into per-sample numbers and the executors
+Validated once here; `drawing.draw` turns it into per-sample numbers and the executors
 (NumPy/OpenCV, TensorFlow, torch) apply those numbers to images and masks.
 """
 
@@ -13,16 +13,21 @@ from typing import Any
 
 import numpy as np
 
-from packer.augment import idg
-from packer.augment.params import AugmentParams, draw
+from packer.augment.drawing import draw
+from packer.augment.dtypes import IMAGE_DTYPES, check_fill, check_ignore
+from packer.augment.idg import elsewhere
+from packer.augment.params import AugmentParams
 
 FILL_MODES = ("constant", "nearest", "reflect", "wrap")
 
 
-def _number(name: str, value: Any, *, minimum: float = 0.0) -> float:
+def _number(name: str, value: Any, *, minimum: float | None = 0.0) -> float:
+    """``value`` as a finite float, at least ``minimum`` (None: any)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ValueError(f"{name} must be a number, got {value!r}")
-    if not np.isfinite(value) or value < minimum:
+    if not np.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    if minimum is not None and value < minimum:
         raise ValueError(f"{name} must be a finite number >= {minimum:g}, got {value!r}")
     return float(value)
 
@@ -64,6 +69,13 @@ def _shift_range(name: str, value: Any) -> tuple[str, Any, bool]:
     return "choice", values, bool(values.max() < 1)
 
 
+def _argument_names() -> list[str]:
+    """Augment's own argument names, for the hint at a misspelt one."""
+    import inspect
+
+    return [p for p in inspect.signature(Augment).parameters if p != "imagedatagenerator"]
+
+
 class Augment:
     """Random image + mask augmentation with ImageDataGenerator's arguments.
 
@@ -79,6 +91,12 @@ class Augment:
     less than ``min_visibility`` of the moved box's area (albumentations' meaning), or whose
     clipped width or height is 0 or below ``min_box_size`` pixels, is dropped with its label,
     mask and flags. Per-object masks are sampled as the class-id mask, 0 out of frame.
+
+    Images stay in their dtype and bands: uint8, uint16 or float32, any channel count;
+    masks uint8 or uint16 (``ignore_index`` up to 65535 for uint16 masks). ``cval`` and
+    ``channel_shift_range`` are in the images' own units (ImageDataGenerator's meaning:
+    10 is 10 counts of a uint8 or a uint16 image, 10.0 of a float32 one); integer images
+    are rounded and saturated to their dtype, float32 images are not (`dtypes`).
 
     ``random_crop=(H, W)`` cuts a random H x W window; ``random_resized_crop=dict(size=(H, W),
     scale=(0.08, 1), ratio=(3/4, 4/3))`` is torchvision's RandomResizedCrop. ``seed=None``
@@ -113,7 +131,7 @@ class Augment:
         **imagedatagenerator: Any,
     ) -> None:
         if imagedatagenerator:  # ImageDataGenerator's other arguments: say where they go
-            raise idg.elsewhere(imagedatagenerator)
+            raise elsewhere(imagedatagenerator, _argument_names())
         self.rotation_range = _number("rotation_range", rotation_range)
         self.width_shift_range = width_shift_range
         self.height_shift_range = height_shift_range
@@ -143,9 +161,7 @@ class Augment:
         if fill_mode not in FILL_MODES:
             raise ValueError(f"fill_mode must be one of {', '.join(FILL_MODES)}; got {fill_mode!r}")
         self.fill_mode = fill_mode
-        self.cval = _number("cval", cval)
-        if self.cval > 255:
-            raise ValueError(f"cval is a uint8 pixel value and must be <= 255, got {cval}")
+        self.cval = _number("cval", cval, minimum=None)  # the images' range: check_dtypes
         self.random_crop = None if random_crop is None else _size("random_crop", random_crop)
         self.random_resized_crop = random_resized_crop
         if random_resized_crop is not None:
@@ -158,10 +174,10 @@ class Augment:
             raise ValueError(f"seed must be an int >= 0 or None, got {seed!r}")
         self.seed = int(seed)
         if isinstance(ignore_index, bool) or not isinstance(ignore_index, numbers.Integral):
-            raise ValueError(f"ignore_index must be an int in 0..255, got {ignore_index!r}")
-        if not 0 <= ignore_index <= 255:
+            raise ValueError(f"ignore_index must be an int in 0..65535, got {ignore_index!r}")
+        if not 0 <= ignore_index <= 65535:
             raise ValueError(
-                f"ignore_index must be in 0..255 (masks are uint8), got {ignore_index}"
+                f"ignore_index must be in 0..65535 (0..255 for uint8 masks), got {ignore_index}"
             )
         self.ignore_index = int(ignore_index)
         self.min_visibility = _number("min_visibility", min_visibility)
@@ -198,13 +214,25 @@ class Augment:
             return self.rrc_size
         return h, w
 
+    def check_dtypes(self, image_dtype: Any, mask_dtype: Any = None) -> None:
+        """Refuse now, in one line, what these settings cannot do to images (and masks) of
+        these dtypes: an unsupported dtype, a ``cval`` outside the images' range, an
+        ``ignore_index`` the masks cannot hold. The executors check the same at each batch;
+        a reader calls this once when it knows its pack's dtypes. NumPy dtypes or names."""
+        image = np.dtype(image_dtype).name
+        if image not in IMAGE_DTYPES:
+            raise ValueError(f"Augment takes uint8, uint16 or float32 images, not {image}")
+        check_fill(self.cval, image)
+        if mask_dtype is not None:
+            check_ignore(self.ignore_index, np.dtype(mask_dtype).name)
+
     @property
     def has_colour(self) -> bool:
         """Whether images get a colour change."""
         return bool(self.channel_shift_range) or self.brightness_range is not None
 
     def draw(self, epoch: int, indices, image_hw: tuple[int, int]) -> AugmentParams:
-        """The parameters of samples ``indices`` in ``epoch`` (see `packer.augment.params`)."""
+        """The parameters of samples ``indices`` in ``epoch`` (see `packer.augment.drawing`)."""
         return draw(self, epoch, indices, image_hw)
 
     def apply(
@@ -221,10 +249,10 @@ class Augment:
 
         Returns (images, masks), or (images, masks, targets) when ``targets`` (one detection
         dict per sample: boxes, labels, optional per-object masks) are given."""
-        from packer.augment import numpy_exec
+        from packer.augment.numpy_exec import apply  # OpenCV on first use only
 
         params = self.draw(epoch, indices, images.shape[1:3])
-        return numpy_exec.apply(images, masks, params, out=out, targets=targets)
+        return apply(images, masks, params, out=out, targets=targets)
 
     def __repr__(self) -> str:
         names = (

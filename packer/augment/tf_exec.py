@@ -12,9 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from packer.augment import tf_targets
+from packer.augment.dtypes import check_fill, check_ignore, check_images, value_range
 from packer.augment.params import MASK_NUDGE, AugmentParams
 from packer.augment.spec import Augment
+from packer.augment.tf_targets import move_targets
 
 _FILL = {"constant": "CONSTANT", "nearest": "NEAREST", "reflect": "REFLECT"}
 
@@ -76,13 +77,23 @@ def warp(
     cval: float = 0.0,
     ignore_index: int = 255,
 ) -> tuple[Any, Any]:
-    """Apply [B, 2, 3] ``matrix`` (tensors or arrays) to uint8 images [B,H,W,C] and masks.
+    """Apply [B, 2, 3] ``matrix`` (tensors or arrays) to images [B,H,W,C] and masks.
 
-    ``masks`` [B, H, W] (or None) are sampled nearest with out-of-frame pixels set to
+    Images uint8, uint16 or float32 with any C, returned in their dtype (`dtypes`: integer
+    images rounded and saturated after each step, float32 neither); ``masks`` uint8/uint16
+    [B, H, W] (or None) are sampled nearest with out-of-frame pixels set to
     ``ignore_index``; ``brightness`` / ``channel_shift`` [B] (or None) colour the images.
     """
     tf = _tf()
     images = tf.convert_to_tensor(images)
+    dtype = images.dtype
+    check_images(dtype.name, images.shape)
+    check_fill(cval, dtype.name)
+    bounds = value_range(dtype.name)
+
+    def rounded(x):  # an integer image's values: whole and in range; float32 as it is
+        return x if bounds is None else tf.clip_by_value(tf.round(x), *bounds)
+
     transforms = _transforms(matrix)
     shape = tf.constant(out_hw, tf.int32)
     if fill_mode == "wrap":
@@ -96,32 +107,35 @@ def warp(
             interpolation="BILINEAR",
             fill_mode=_FILL[fill_mode],
         )
-    warped = tf.clip_by_value(tf.round(warped), 0.0, 255.0)
+    warped = rounded(warped)
     if channel_shift is not None:  # the NumPy executor's formula (numpy_exec.colour)
-        shift = tf.round(tf.reshape(tf.cast(channel_shift, tf.float32), [-1, 1, 1, 1]))
+        shift = tf.reshape(tf.cast(channel_shift, tf.float32), [-1, 1, 1, 1])
+        shift = shift if bounds is None else tf.round(shift)
         lo = tf.reduce_min(warped, axis=[1, 2, 3], keepdims=True)
         hi = tf.reduce_max(warped, axis=[1, 2, 3], keepdims=True)
         warped = tf.clip_by_value(warped + shift, lo, hi)
     if brightness is not None:
-        warped = warped * tf.reshape(tf.cast(brightness, tf.float32), [-1, 1, 1, 1])
-        warped = tf.clip_by_value(tf.round(warped), 0.0, 255.0)
-    out_images = tf.cast(warped, tf.uint8)
+        warped = rounded(warped * tf.reshape(tf.cast(brightness, tf.float32), [-1, 1, 1, 1]))
+    out_images = tf.cast(warped, dtype)
     if masks is None:
         return out_images, None
     masks = tf.convert_to_tensor(masks)
+    check_ignore(ignore_index, masks.dtype.name)
+    # The transform takes uint8 but no uint16: those go through int32 (exact).
+    wide = masks.dtype != tf.uint8
     out_masks = tf.raw_ops.ImageProjectiveTransformV3(
-        images=masks[..., None],
+        images=(tf.cast(masks, tf.int32) if wide else masks)[..., None],
         transforms=mask_transforms(matrix),
         output_shape=shape,
         fill_value=tf.constant(ignore_index, tf.float32),
         interpolation="NEAREST",
         fill_mode="CONSTANT",
-    )
-    return out_images, out_masks[..., 0]
+    )[..., 0]
+    return out_images, tf.cast(out_masks, masks.dtype) if wide else out_masks
 
 
 def apply(images, masks, params: AugmentParams, *, targets: dict | None = None) -> tuple[Any, ...]:
-    """Apply drawn `AugmentParams` to uint8 images [B,H,W,C] and masks [B,H,W] or None.
+    """Apply drawn `AugmentParams` to images [B,H,W,C] and masks [B,H,W] or None (`warp`).
 
     Returns (images, masks); given padded ``targets`` (see `tf_targets`), (images, masks,
     moved targets)."""
@@ -138,7 +152,7 @@ def apply(images, masks, params: AugmentParams, *, targets: dict | None = None) 
     )
     if targets is None:
         return out
-    moved = tf_targets.move_targets(
+    moved = move_targets(
         targets,
         params.box_matrix,
         mask_transforms(params.matrix),
@@ -194,7 +208,7 @@ def augment(
     )
     if targets is None:
         return out
-    moved = tf_targets.move_targets(
+    moved = move_targets(
         targets,
         tf.ensure_shape(forward, [None, 2, 3]),
         mask_transforms(matrix),

@@ -17,6 +17,7 @@ import numpy as np
 
 from packer.augment.boxes import move_boxes
 from packer.augment.params import AugmentParams
+from packer.augment.torch_grid import mask_grid
 
 
 def _torch():
@@ -66,8 +67,6 @@ def move_targets(params: AugmentParams, targets: Sequence[Mapping], *, device=No
 
     The work and the results are on ``device`` (default: the first target's boxes' device).
     """
-    from packer.augment.torch_exec import mask_grid  # torch_exec imports this module
-
     torch = _torch()
     if len(targets) != len(params):
         raise ValueError(f"{len(targets)} targets for a batch of {len(params)} samples")

@@ -146,14 +146,14 @@ def test_batches_split_any_way_give_the_same_pixels():
         (dict(brightness_range=0.5), "brightness_range"),
         (dict(horizontal_flip="yes"), "horizontal_flip"),
         (dict(fill_mode="mirror"), "fill_mode"),
-        (dict(cval=300), "cval"),
+        (dict(cval=float("inf")), "cval"),  # its range is the images' (test_dtypes)
         (dict(random_crop=(0, 5)), "random_crop"),
         (dict(random_resized_crop=(32, 32)), "random_resized_crop"),
         (dict(random_resized_crop=dict(size=(8, 8), scale=(0.5, 2))), "scale"),
         (dict(random_resized_crop=dict(size=(8, 8), zoom=1)), "unknown keys"),
         (dict(random_crop=(8, 8), random_resized_crop=dict(size=(8, 8))), "not both"),
         (dict(seed=-1), "seed"),
-        (dict(ignore_index=256), "ignore_index"),
+        (dict(ignore_index=65536), "ignore_index"),  # uint16 masks take up to 65535
     ],
 )
 def test_bad_arguments_are_refused_clearly(kwargs, message):
@@ -169,7 +169,7 @@ def test_bad_shapes_are_refused_clearly():
     with pytest.raises(ValueError, match="do not match"):
         numpy_exec.apply(np.zeros((3, 32, 32, 3), np.uint8), None, params)
     with pytest.raises(ValueError, match="uint8"):
-        numpy_exec.apply(np.zeros((2, 32, 32, 3), np.float32), None, params)
+        numpy_exec.apply(np.zeros((2, 32, 32, 3), np.float64), None, params)
     with pytest.raises(ValueError, match="masks"):
         numpy_exec.apply(np.zeros((2, 32, 32, 3), np.uint8), np.zeros((2, 32, 31)), params)
     with pytest.raises(ValueError, match=">= 0"):
