@@ -247,6 +247,7 @@ def make_plan(
         mask_dtype(table and len(table), ignore_index),
         (kinds.stored.dtype, kinds.stored.bands),
     )
+    _check_fields(format, fields, fmt_options)
     recorded = {
         "format": format,
         "size": list(geometry.size),
@@ -342,6 +343,17 @@ def _format_options(name: str, given: dict) -> dict:
     except ValueError as exc:
         raise PackError(f"{flag('format', name)}: {exc}") from None
     return options
+
+
+def _check_fields(name: str, fields, options: dict) -> None:
+    """A format that cannot store these fields with these options says so (`check_fields`)."""
+    check = getattr(formats.get(name), "check_fields", None)
+    if check is None:
+        return
+    try:
+        check(fields, options)
+    except ValueError as exc:
+        raise PackError(f"{flag('format', name)}: {exc}") from None
 
 
 def options_fingerprint(options: dict) -> str:
