@@ -24,6 +24,7 @@ orientation Pillow reads (EXIF, or XMP, as `ImageOps.exif_transpose` does) is ap
 from __future__ import annotations
 
 import io
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -83,10 +84,16 @@ def source_kind(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> PixelKind:
 def probe_kind(data: bytes, max_pixels: int) -> tuple[Header, Image.Image | None, PixelKind]:
     """Header, Pillow's lazy image when Pillow was needed, and the kind of the samples."""
     if is_tiff(data):
-        info = tiff_info(data, max_pixels)
-        if not info.photo:
-            return info.header, None, PixelKind(info.dtype.name, info.bands)
-    header, image = probe(data, max_pixels)
+        try:
+            info = tiff_info(data, max_pixels)
+        except ImageError as exc:
+            header, image = _pillow_or(exc, data, max_pixels)  # a TIFF only Pillow reads
+        else:
+            if not info.photo:
+                return info.header, None, PixelKind(info.dtype.name, info.bands)
+            header, image = probe(data, max_pixels)
+    else:
+        header, image = probe(data, max_pixels)
     if header.format == "PNG" and data[12:16] == b"IHDR" and data[_PNG_BIT_DEPTH] == 16:
         return header, image, PixelKind("uint16", _PNG_BANDS[data[_PNG_COLOR_TYPE]])
     if image is not None and image.mode in _KEPT_MODES:
@@ -94,6 +101,19 @@ def probe_kind(data: bytes, max_pixels: int) -> tuple[Header, Image.Image | None
     grey = header.format == "PNG" and spng_format_of(data) == "L"
     grey = grey or (image is not None and image.mode in ("L", "1", "LA"))
     return header, image, PixelKind("uint8", 1 if grey else 3, True)
+
+
+def _pillow_or(
+    error: ImageError, data: bytes, max_pixels: int
+) -> tuple[Header, Image.Image | None]:
+    """Pillow's header of a TIFF tifffile refused; tifffile's reason when Pillow fails too
+    (Pillow's warnings about the damage are that reason's noise, not printed)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return probe(data, max_pixels)
+    except ImageError:
+        raise error from None
 
 
 def decode_image(

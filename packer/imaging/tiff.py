@@ -61,8 +61,12 @@ def _quiet(messages: list[str]) -> Iterator[None]:
 
 
 def _reason(exc: BaseException, messages: list[str]) -> str:
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return "; ".join([text, *messages[:1]])
+    """tifffile's first logged complaint (the cause), else its exception's first line."""
+    if messages:
+        text = messages[0]
+        return text.split("> ", 1)[1] if text.startswith("<") and "> " in text else text
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def tiff_info(data: bytes, max_pixels: int) -> TiffInfo:
