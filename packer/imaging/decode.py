@@ -138,7 +138,7 @@ def decode_image(
     if kind.photo:
         decoded, backend = _decode(header.format, image, data, factor)
     else:
-        decoded, backend = _decode_kept(header.format, image, data)
+        decoded, backend = _decode_kept(header.format, image, data, kind.bands)
     box = tuple(c / factor for c in crop) if factor > 1 else crop
     pixels, resizer = crop_resize(decoded, box, scaled, interpolation)
     pixels = conversion.apply(pixels, kind)
@@ -151,14 +151,16 @@ def decode_image(
 
 
 def _decode_kept(
-    image_format: str | None, image: Image.Image | None, data: bytes
+    image_format: str | None, image: Image.Image | None, data: bytes, bands: int
 ) -> tuple[np.ndarray, str]:
     """Samples as stored, `[h, w]` or `[h, w, bands]`, of a source that is not an 8-bit
     picture: 16-bit PNG (libspng, RGB order, every band), TIFF (tifffile), Pillow's 16-bit,
-    float and 32-bit integer modes."""
+    float and 32-bit integer modes. libspng gives 16-bit grey with an opaque alpha band (its
+    GA16): only the `bands` the file holds are kept."""
     if image_format == "PNG":
         with decoding("PNG"):
-            return decode_spng(data, None), "spng-decode"
+            pixels = decode_spng(data, None)
+        return (pixels[..., :bands] if pixels.ndim == 3 else pixels), "spng-decode"
     if image_format == "TIFF" and image is None:
         return decode_tiff(data), "tifffile-decode"
     with decoding(image_format or "image"):
