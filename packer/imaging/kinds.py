@@ -70,8 +70,9 @@ class Conversion:
 
     def _bands(self, source: PixelKind) -> int:
         wanted = self.channels
-        if wanted == "auto":
-            return 3 if source.photo else source.bands
+        if wanted == "auto":  # made 8-bit, a grey image is an 8-bit grey picture: RGB
+            picture = source.photo or (self.dtype == "uint8" and source.bands == 1)
+            return 3 if picture else source.bands
         if wanted == "grey":
             if source.bands not in (1, 3) and not source.photo:
                 raise ImageError(

@@ -74,7 +74,8 @@ class PlanOptions(Options):
     dtype: str = option(
         "auto",
         "Image sample type stored: auto keeps the source's (uint8, uint16, float32); 16 to 8 "
-        "bits is round(v / 257) and said in the summary.",
+        "bits is round(v / 257) and said in the summary (a grey image made 8-bit is RGB, as "
+        "8-bit grey pictures are, unless --channels says otherwise).",
         kind="choice",
         choices=DTYPES,
     )
