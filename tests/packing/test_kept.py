@@ -285,3 +285,15 @@ def test_manifest_records_conversions_only_when_asked(kept_packs):
     assert "channels" not in options and "dtype" not in options
     _, packs = kept_packs["grey8.png"]
     assert packer.open(packs["npy"]).manifest["options"]["channels"] == 1
+
+
+@pytest.mark.parametrize("name", ["bands12.tif", "float32.tif", "grey16.png"])
+def test_preview_draws_every_kind(kept_packs, name, tmp_path):
+    from packer.preview import displayable, render
+
+    _, packs = kept_packs[name]
+    assert render(packs["npy"], count=2).mode == "RGB"
+    split = packer.open(packs["npy"])["train"]
+    images = split.reader.read(np.arange(split.count))["images"]
+    shown = displayable(images)
+    assert shown.dtype == np.uint8 and shown.shape == (*images.shape[:3], 3)
