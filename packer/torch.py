@@ -245,7 +245,8 @@ class _Handed:
 class PackedDataset(_Packed, Dataset):
     """Item `i` is batch `i` of the current epoch: `(images, targets)` tensors.
 
-    Images uint8 `[B,H,W,3]` (`layout="NCHW"`: `[B,3,H,W]`, a channels_last view), float32
+    Images as stored, `[B,H,W,C]` (8-bit pictures: uint8 RGB; `layout="NCHW"`: `[B,C,H,W]`,
+    a channels_last view), float32
     with `normalize`; targets int64 `[B]` or `[B,H,W]`, float32 one-hot with `one_hot=True`,
     or `target_dtype`. Use `DataLoader(ds, batch_size=None, num_workers=N, pin_memory=True,
     persistent_workers=True)`: the dataset orders its batches itself (seeded, resumable) and
