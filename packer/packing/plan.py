@@ -248,6 +248,7 @@ def make_plan(
         (kinds.stored.dtype, kinds.stored.bands),
     )
     _check_fields(format, fields, fmt_options)
+    stored = (kinds.stored.dtype, kinds.stored.bands)
     recorded = {
         "format": format,
         "size": list(geometry.size),
@@ -257,6 +258,10 @@ def make_plan(
         # only when asked: old packs' options (and fingerprints) stay as they were
         **({"channels": conversion.channels} if conversion.channels != "auto" else {}),
         **({"dtype": conversion.dtype} if conversion.dtype != "auto" else {}),
+        # what the sources' headers decided, when it is not what packer stored before it kept
+        # them: a pack of such sources written before then is not resumed as this one
+        **({"images": list(stored)} if stored != ("uint8", 3) else {}),
+        **({"mask_bits": 16} if wide_masks else {}),
         "seed": o.seed,
         "shard_size": o.shard_size,
         "split": o.split,
