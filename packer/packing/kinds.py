@@ -37,6 +37,12 @@ class ImageKinds:
 
     def mismatch(self, path: str, source: PixelKind, stored: PixelKind) -> str:
         """The one-line refusal for an image whose stored kind is not the pack's."""
+        if not self.first:  # no image could be read before packing
+            return (
+                f"{path} is {source.describe()}, the pack stores {self.stored.describe()} "
+                f"(no image header could be read before packing): convert with "
+                f"{flag('channels')} and/or {flag('dtype')}"
+            )
         return (
             f"images differ: {self.first} is {self.source.describe()}, {path} is "
             f"{source.describe()}; a pack stores one kind per field: convert them all with "
