@@ -21,6 +21,11 @@ class ImageError(PackError, ValueError):
     """An image or mask file that cannot be decoded, or is too large to decode safely."""
 
 
+class ImageKindError(PackError, ValueError):
+    """Images of one pack that differ in sample type or bands, or that cannot be converted as
+    asked (`--channels`, `--dtype`): the pack stores one kind per field."""
+
+
 class LabelError(PackError, ValueError):
     """A class table, or a mask that does not fit its image or its class table."""
 

@@ -196,9 +196,14 @@ class LabelMapper:
         """Index masks hold class ids; values past the table (other than ignore) are unknown."""
         if self.table is not None and self.table.value_map is not None:
             return self._map_through(self._value_lut(), values, lambda v: f"index {v}")
-        if self.num_classes is None or values.max(initial=0) < self.num_classes:
+        # Without a table every value that the packed masks can hold is its own class; one
+        # they cannot hold (300 in 8-bit masks) is unknown, never wrapped around.
+        limit = self.num_classes
+        if limit is None:
+            limit = np.iinfo(self.dtype).max + 1 if self.dtype.kind in "ui" else None
+        if limit is None or values.max(initial=0) < limit:
             return MappedMask(values.astype(self.dtype, copy=False), {})
-        bad = (values >= self.num_classes) & (values != self.ignore_index)
+        bad = (values >= limit) & (values != self.ignore_index)
         if not bad.any():
             return MappedMask(values.astype(self.dtype, copy=False), {})
         unknown = _count_values(values[bad], lambda v: f"index {v}")

@@ -98,16 +98,10 @@ def _all_stats(task: str, table: ClassTable, receipts: list[dict]) -> dict:
 
 def _stats(task: str, table: ClassTable, receipts: list[dict]) -> dict:
     """Per-channel mean/std from exact integer histograms; class pixel or image counts."""
-    hist = np.zeros((3, 256), np.float64)
     classes: Counter = Counter()
     for r in receipts:
-        hist += np.asarray(r["channel_hist"], np.float64)
         classes.update({int(k): v for k, v in r["class_counts"].items()})
-    values = np.arange(256, dtype=np.float64)
-    total = hist.sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean = (hist * values).sum(axis=1) / total
-        var = (hist * values**2).sum(axis=1) / total - mean**2
+    mean, var = _channel_moments(receipts)
     std = np.sqrt(np.maximum(var, 0.0))
     known = {c.index for c in table.classes}
     count_key = "class_pixels" if task == "segmentation" else "class_images"
@@ -125,6 +119,25 @@ def _stats(task: str, table: ClassTable, receipts: list[dict]) -> dict:
         },
         **({"objects": _object_stats(objects)} if task in OBJECT_TASKS else {}),
     }
+
+
+def _channel_moments(receipts: list[dict]) -> tuple[np.ndarray, np.ndarray]:
+    """Per-band mean and variance: from exact histograms (8-bit images), or from counts, sums
+    and sums of squares (16-bit and float images)."""
+    moments = [
+        np.asarray(r["channel_moments"], np.float64) for r in receipts if "channel_moments" in r
+    ]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if moments:
+            count, total, squares = np.sum(moments, axis=0).T
+            mean = total / count
+            return mean, squares / count - mean**2
+        hists = [np.asarray(r["channel_hist"], np.float64) for r in receipts]
+        hist = np.sum(hists, axis=0) if hists else np.zeros((3, 256))
+        values = np.arange(256, dtype=np.float64)
+        total = hist.sum(axis=1)
+        mean = (hist * values).sum(axis=1) / total
+        return mean, (hist * values**2).sum(axis=1) / total - mean**2
 
 
 def _object_stats(counts: Counter) -> dict:

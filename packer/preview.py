@@ -38,6 +38,22 @@ def class_colors(dataset: PackedDataset) -> np.ndarray:
     ).reshape(-1, 3)
 
 
+def displayable(images: np.ndarray) -> np.ndarray:
+    """A batch of images of any kept kind `[B,H,W,C]` as 8-bit RGB to look at: uint16 by
+    round(v / 257), floats stretched over the batch's range; one band as grey, the first
+    three bands of more (a picture of the data, never stored)."""
+    if images.dtype == np.uint16:
+        images = ((images.astype(np.uint32) + 128) // 257).astype(np.uint8)
+    elif images.dtype != np.uint8:
+        values = np.nan_to_num(images.astype(np.float64))
+        low, high = values.min(initial=0.0), values.max(initial=0.0)
+        images = np.rint((values - low) * (255 / max(high - low, 1e-12))).astype(np.uint8)
+    bands = images.shape[-1]
+    if bands == 3:
+        return images
+    return np.repeat(images[..., :1], 3, axis=-1) if bands < 3 else images[..., :3].copy()
+
+
 def overlay(image: np.ndarray, mask: np.ndarray, colors: np.ndarray) -> np.ndarray:
     """Blend class colours over the image where the mask holds a class id."""
     known = mask < len(colors)
@@ -88,6 +104,7 @@ def render(
         dataset = PackedDataset(path)
         chosen, batch, targets = samples(choose(dataset, split), count, seed)
         captions = [f"#{index}" for index in chosen]
+    batch = {**batch, "images": displayable(batch["images"])}
     colors = class_colors(dataset)
     height, width = dataset.image_shape[:2]
     tile = (TILE_WIDTH, max(1, round(TILE_WIDTH * height / width)))

@@ -101,12 +101,19 @@ class Field:
 OBJECT_FIELDS = ("boxes", "labels", "iscrowd", "difficult")
 
 
-def fields_for(task: str, size: tuple[int, int], mask_dtype: np.dtype) -> tuple[Field, ...]:
-    """Images `[H,W,3]` uint8, plus masks `[H,W]` (segmentation), an int32 label
-    (classification), or per object a box, a label, crowd and difficult flags (detection) and
-    a bit-packed `[H,W]` mask (instances)."""
+def fields_for(
+    task: str,
+    size: tuple[int, int],
+    mask_dtype: np.dtype,
+    image: tuple[str, int] = ("uint8", 3),
+) -> tuple[Field, ...]:
+    """Images `[H,W,C]` of the sample type and band count `image` (8-bit RGB unless the source
+    is something else), plus masks `[H,W]` (segmentation), an int32 label (classification), or
+    per object a box, a label, crowd and difficult flags (detection) and a bit-packed `[H,W]`
+    mask (instances)."""
     width, height = size
-    image = Field("images", (height, width, 3), "|u1")
+    image_dtype, bands = image
+    image = Field("images", (height, width, bands), np.dtype(image_dtype).str)
     if task == "segmentation":
         return image, Field("masks", (height, width), np.dtype(mask_dtype).str)
     if task in ("detection", "instances"):

@@ -145,7 +145,8 @@ def dataset(
 ) -> tf.data.Dataset:
     """Batches `(images, targets)` of one split of a pack (any format), prefetched.
 
-    Images are uint8 `[B,H,W,3]`, or float32 with `normalize`; targets class ids `[B]` (int32)
+    Images as stored, `[B,H,W,C]` (uint8 RGB for 8-bit pictures; see the manifest's
+    `fields`), or float32 with `normalize`; targets class ids `[B]` (int32)
     or masks `[B,H,W]`, or float32 one-hot with `one_hot=True`. Every pack but a gzip
     tfrecord one is read by random access through packer's shard readers (several times
     faster than TensorFlow's TFRecord reader), in the same seeded order as PackedSequence and

@@ -185,7 +185,7 @@ class _Packed:
             self._sender = handoff.Sender()
 
     def _read_into_slot(self, index: int, raw_targets: bool = False) -> handoff.Slot | None:
-        """Uint8 images read straight into a free slot (one copy), targets beside them: as
+        """Images read straight into a free slot (one copy), targets beside them: as
         stored with `raw_targets` or when stored is what is asked (one copy too), else as the
         transform makes them."""
         loader, transform = self.loader, self.loader.transform
@@ -198,7 +198,7 @@ class _Packed:
         if not as_stored:
             one_hot = (transform.num_classes,) if transform.one_hot is not None else ()
             targets = (targets[0] + one_hot, self._target_dtype)
-        slot = self._sender.take([(fields["images"][0], np.uint8), targets])
+        slot = self._sender.take([fields["images"], targets])
         if slot is not None:
             out = {name: np.empty(*spec) for name, spec in fields.items()}
             out["images"] = slot.arrays[0]
@@ -245,7 +245,8 @@ class _Handed:
 class PackedDataset(_Packed, Dataset):
     """Item `i` is batch `i` of the current epoch: `(images, targets)` tensors.
 
-    Images uint8 `[B,H,W,3]` (`layout="NCHW"`: `[B,3,H,W]`, a channels_last view), float32
+    Images as stored, `[B,H,W,C]` (8-bit pictures: uint8 RGB; `layout="NCHW"`: `[B,C,H,W]`,
+    a channels_last view), float32
     with `normalize`; targets int64 `[B]` or `[B,H,W]`, float32 one-hot with `one_hot=True`,
     or `target_dtype`. Use `DataLoader(ds, batch_size=None, num_workers=N, pin_memory=True,
     persistent_workers=True)`: the dataset orders its batches itself (seeded, resumable) and

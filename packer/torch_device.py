@@ -103,7 +103,7 @@ class DeviceFinish:
             return images
         out = images.float()
         if mode == "unit":
-            return out.mul_(1 / 255)
+            return out.mul_(self.normalizer.scale)
         mean = torch.as_tensor(self.normalizer.mean, device=self.device)
         inv_std = torch.as_tensor(self.normalizer.inv_std, device=self.device)
         return out.sub_(mean).mul_(inv_std)

@@ -31,7 +31,11 @@ CHUNK = struct.Struct("<II")  # magic, lrecord = cflag << 29 | length
 IR_HEADER = struct.Struct("<IfQQ")  # flag, label, id, id2 (mxnet.recordio._IR_FORMAT)
 ID_OFFSET = CHUNK.size + 8  # where a record's IRHeader id sits, from the record's first byte
 RAW_MAGIC = b"PKRW"
-RAW_HEADER = struct.Struct("<4sIIHH")  # magic, height, width, channels, mask bytes per pixel
+# magic, height, width, channels, mask bytes per pixel, image sample type (IMAGE_TYPES' index)
+RAW_HEADER = struct.Struct("<4sIIHBB")
+# Image sample types of a raw payload; 0 (uint8) is also what packs before 16-bit images hold
+# in that byte (it was the high byte of a uint16 mask bytes per pixel).
+IMAGE_TYPES = (np.dtype("|u1"), np.dtype("<u2"), np.dtype("<f4"))
 MASK_MAGIC = b"PKMK"
 MASK_TRAILER = struct.Struct("<I4s")  # length of the mask PNG, magic
 ENCODINGS = ("raw", "jpeg", "png")
@@ -129,11 +133,15 @@ def unpack_record(data: bytes) -> tuple[IRHeader, bytes]:
     return header, payload
 
 
-def raw_descriptor(image_shape: Sequence[int], mask_dtype: np.dtype | None) -> bytes:
-    """The 16 bytes that open a raw payload: magic, height, width, channels, mask bytes/pixel."""
+def raw_descriptor(
+    image_shape: Sequence[int], mask_dtype: np.dtype | None, image_dtype: np.dtype = IMAGE_TYPES[0]
+) -> bytes:
+    """The 16 bytes that open a raw payload: magic, height, width, channels, mask bytes per
+    pixel, image sample type."""
     height, width, channels = image_shape
     mask_bytes = 0 if mask_dtype is None else np.dtype(mask_dtype).itemsize
-    return RAW_HEADER.pack(RAW_MAGIC, height, width, channels, mask_bytes)
+    kind = IMAGE_TYPES.index(np.dtype(image_dtype).newbyteorder("<"))
+    return RAW_HEADER.pack(RAW_MAGIC, height, width, channels, mask_bytes, kind)
 
 
 def encode_payload(
@@ -142,7 +150,7 @@ def encode_payload(
     """A payload: raw pixels (+ mask), or the JPEG/PNG image (+ PNG mask and its trailer)."""
     if encoding == "raw":
         arrays = [image] if mask is None else [image, mask]
-        descriptor = raw_descriptor(image.shape, None if mask is None else mask.dtype)
+        descriptor = raw_descriptor(image.shape, None if mask is None else mask.dtype, image.dtype)
         return b"".join([descriptor, *(a.tobytes() for a in arrays)])
     bgr = cv2.cvtColor(image, cv2.COLOR_RGB2BGR)  # OpenCV writes BGR arrays as RGB files
     if encoding == "jpeg":
@@ -163,7 +171,8 @@ def _imencode(ext: str, array: np.ndarray, params: list[int]) -> bytes:
 
 
 def decode_payload(payload: bytes) -> tuple[np.ndarray, np.ndarray | None]:
-    """(image [H,W,3] uint8 RGB, mask [H,W] or None) from a payload in any of our layouts.
+    """(image [H,W,C] (encoded: uint8 RGB), mask [H,W] or None) from a payload in any of our
+    layouts.
 
     Raw payloads give read-only views into `payload`; an encoded image without our mask
     trailer (as im2rec writes) decodes to the image alone.
@@ -187,16 +196,20 @@ def decode_payload(payload: bytes) -> tuple[np.ndarray, np.ndarray | None]:
 def _decode_raw(view: memoryview) -> tuple[np.ndarray, np.ndarray | None]:
     if len(view) < RAW_HEADER.size:
         raise RecordIOError(f"raw payload of {len(view)} bytes is shorter than its header")
-    _, height, width, channels, mask_bytes = RAW_HEADER.unpack_from(view)
-    image_size = height * width * channels
+    _, height, width, channels, mask_bytes, kind = RAW_HEADER.unpack_from(view)
+    if kind >= len(IMAGE_TYPES):
+        raise RecordIOError(f"raw payload: unknown image sample type {kind}")
+    image_dtype = IMAGE_TYPES[kind]
+    image_size = height * width * channels * image_dtype.itemsize
     expected = RAW_HEADER.size + image_size + height * width * mask_bytes
     if len(view) != expected or mask_bytes not in (0, 1, 2):
         raise RecordIOError(
             f"raw payload of {len(view)} bytes does not match its header "
-            f"({height}x{width}x{channels}, {mask_bytes} mask bytes/pixel: {expected} bytes)"
+            f"({height}x{width}x{channels} {image_dtype.name}, {mask_bytes} mask bytes/pixel: "
+            f"{expected} bytes)"
         )
     data = np.frombuffer(view, np.uint8, offset=RAW_HEADER.size)
-    image = data[:image_size].reshape(height, width, channels)
+    image = data[:image_size].view(image_dtype).reshape(height, width, channels)
     if not mask_bytes:
         return image, None
     return image, data[image_size:].view(f"<u{mask_bytes}").reshape(height, width)

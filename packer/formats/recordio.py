@@ -66,6 +66,18 @@ def check_options(options: dict) -> None:
     check_values(FORMAT_OPTIONS, options)
 
 
+def check_fields(fields: Sequence[Field], options: dict) -> None:
+    """Encoded payloads are 8-bit RGB pictures (what MXNet and DALI decode); other images go
+    raw (ValueError, naming them)."""
+    image = next(f for f in fields if f.name == "images")
+    if options["encoding"] != "raw" and (np.dtype(image.dtype) != np.uint8 or image.shape[2] != 3):
+        raise ValueError(
+            f"--encoding {options['encoding']} stores 8-bit RGB pictures; these images are "
+            f"{np.dtype(image.dtype).name} with {image.shape[2]} band(s): use --encoding raw "
+            "(or convert them with --channels rgb --dtype uint8)"
+        )
+
+
 def file_names(shard: str) -> tuple[str, str, str]:
     """`<shard>.rec`, `<shard>.idx`, `<shard>.lst`."""
     return f"{shard}.rec", f"{shard}.idx", f"{shard}.lst"
@@ -250,7 +262,9 @@ class _RawLayout:
         self.framed = CHUNK.size + padded(data_bytes)
         self.pad = bytearray(self.framed - CHUNK.size - data_bytes)
         head = CHUNK.pack(MAGIC, data_bytes) + IR_HEADER.pack(0, 0, 0, 0)
-        head += raw_descriptor(image.shape, None if mask is None else np.dtype(mask.dtype))
+        head += raw_descriptor(
+            image.shape, None if mask is None else np.dtype(mask.dtype), np.dtype(image.dtype)
+        )
         self.expected = np.frombuffer(head, "<u4")[_CHECKED_WORDS]
         self.pixel_fields = ["images"] if mask is None else ["images", "masks"]
 

@@ -24,6 +24,7 @@ orientation Pillow reads (EXIF, or XMP, as `ImageOps.exif_transpose` does) is ap
 from __future__ import annotations
 
 import io
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -35,9 +36,12 @@ from PIL import Image
 
 from ..errors import ImageError
 from .geometry import Geometry, Placement, identity, pad_to_canvas, place
+from .headers import Header
+from .kinds import AUTO, PICTURE, Conversion, PixelKind
 from .orientation import orient, oriented_size, stored_region
 from .probe import DEFAULT_MAX_PIXELS, JPEG_FORMATS, check_complete, check_png_crcs, probe
 from .resize import crop_resize, interpolation_for
+from .tiff import decode_tiff, is_tiff, tiff_info
 
 _OPENCV_FORMATS = JPEG_FORMATS | {"PNG", "BMP", "WEBP"}
 _OPENCV_BASE = cv2.IMREAD_COLOR_RGB | cv2.IMREAD_IGNORE_ORIENTATION
@@ -55,26 +59,74 @@ _PNG_BIT_DEPTH, _PNG_COLOR_TYPE = 24, 25  # byte offsets when IHDR comes first, 
 TO_RGB_MODES = frozenset({"P", "PA", "RGBA", "RGBa", "RGBX", "CMYK", "YCbCr"})
 _TO_L_MODES = frozenset({"1", "LA"})
 UINT16_MODES = frozenset({"I;16", "I;16L", "I;16B", "I;16N"})
+_KEPT_MODES = {**dict.fromkeys(UINT16_MODES, "uint16"), "F": "float32", "I": "int32"}
+# PNG colour type -> bands as stored (grey, RGB, palette, grey + alpha, RGBA)
+_PNG_BANDS = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}
 
 
 @dataclass(frozen=True)
 class LoadedImage:
-    """A decoded, oriented, placed image: (H, W, 3) uint8 RGB and how it was made."""
+    """A decoded, oriented, placed image, `[H, W, C]` as `Conversion` makes it (8-bit
+    pictures: uint8 RGB), the kind of its source, and how it was made."""
 
     pixels: np.ndarray
     source_size: tuple[int, int]
     placement: Placement
     backend: str
+    kind: PixelKind = PICTURE
+
+
+def source_kind(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> PixelKind:
+    """The kind of an image's samples from its header alone (nothing is decoded)."""
+    return probe_kind(data, max_pixels)[2]
+
+
+def probe_kind(data: bytes, max_pixels: int) -> tuple[Header, Image.Image | None, PixelKind]:
+    """Header, Pillow's lazy image when Pillow was needed, and the kind of the samples."""
+    if is_tiff(data):
+        try:
+            info = tiff_info(data, max_pixels)
+        except ImageError as exc:
+            header, image = _pillow_or(exc, data, max_pixels)  # a TIFF only Pillow reads
+        else:
+            if not info.photo:
+                return info.header, None, PixelKind(info.dtype.name, info.bands)
+            header, image = probe(data, max_pixels)
+    else:
+        header, image = probe(data, max_pixels)
+    if header.format == "PNG" and data[12:16] == b"IHDR" and data[_PNG_BIT_DEPTH] == 16:
+        return header, image, PixelKind("uint16", _PNG_BANDS[data[_PNG_COLOR_TYPE]])
+    if image is not None and image.mode in _KEPT_MODES:
+        return header, image, PixelKind(_KEPT_MODES[image.mode], 1)
+    grey = header.format == "PNG" and spng_format_of(data) == "L"
+    grey = grey or (image is not None and image.mode in ("L", "1", "LA"))
+    return header, image, PixelKind("uint8", 1 if grey else 3, True)
+
+
+def _pillow_or(
+    error: ImageError, data: bytes, max_pixels: int
+) -> tuple[Header, Image.Image | None]:
+    """Pillow's header of a TIFF tifffile refused; tifffile's reason when Pillow fails too
+    (Pillow's warnings about the damage are that reason's noise, not printed)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return probe(data, max_pixels)
+    except ImageError:
+        raise error from None
 
 
 def decode_image(
     data: bytes,
     geometry: Geometry | None,
     max_pixels: int = DEFAULT_MAX_PIXELS,
+    conversion: Conversion = AUTO,
 ) -> LoadedImage:
-    """Decode, orient and place one image from its file's bytes; geometry None keeps the
-    source size. Bad or oversized data raises ImageError with the reason."""
-    header, image = probe(data, max_pixels)
+    """Decode, orient and place one image from its file's bytes, its bands and sample type
+    as `conversion` asks; geometry None keeps the source size. Bad or oversized data, or a
+    conversion the image cannot take, raises ImageError with the reason."""
+    header, image, kind = probe_kind(data, max_pixels)
+    conversion.output(kind)  # refuse before decoding what cannot be stored
     orientation = header.orientation
     source_size = oriented_size(header.size, orientation)
     placement = identity(source_size) if geometry is None else place(source_size, geometry)
@@ -83,17 +135,39 @@ def decode_image(
     check_complete(data, header.format)
     reducible = header.format in JPEG_FORMATS and interpolation != "nearest"
     factor = _reduction(crop, scaled) if reducible else 1
-    decoded, backend = _decode(header.format, image, data, factor)
+    if kind.photo:
+        decoded, backend = _decode(header.format, image, data, factor)
+    else:
+        decoded, backend = _decode_kept(header.format, image, data, kind.bands)
     box = tuple(c / factor for c in crop) if factor > 1 else crop
     pixels, resizer = crop_resize(decoded, box, scaled, interpolation)
-    if pixels.ndim == 2:
-        pixels = cv2.cvtColor(pixels, cv2.COLOR_GRAY2RGB)
+    pixels = conversion.apply(pixels, kind)
     pixels = orient(pixels, orientation)
     if geometry is not None:
         pixels = pad_to_canvas(pixels, placement, geometry.pad_value)
     return LoadedImage(
-        np.require(pixels, requirements="CW"), source_size, placement, backend + resizer
+        np.require(pixels, requirements="CW"), source_size, placement, backend + resizer, kind
     )
+
+
+def _decode_kept(
+    image_format: str | None, image: Image.Image | None, data: bytes, bands: int
+) -> tuple[np.ndarray, str]:
+    """Samples as stored, `[h, w]` or `[h, w, bands]`, of a source that is not an 8-bit
+    picture: 16-bit PNG (libspng, RGB order, every band), TIFF (tifffile), Pillow's 16-bit,
+    float and 32-bit integer modes. libspng gives 16-bit grey with an opaque alpha band (its
+    GA16): only the `bands` the file holds are kept."""
+    if image_format == "PNG":
+        with decoding("PNG"):
+            pixels = decode_spng(data, None)
+        return (pixels[..., :bands] if pixels.ndim == 3 else pixels), "spng-decode"
+    if image_format == "TIFF" and image is None:
+        return decode_tiff(data), "tifffile-decode"
+    with decoding(image_format or "image"):
+        pillow = image or Image.open(io.BytesIO(data))
+        pillow.load()
+        pixels = np.asarray(pillow)
+    return pixels.astype(pixels.dtype.newbyteorder("="), copy=False), "pillow-decode"
 
 
 @contextmanager
@@ -149,7 +223,7 @@ def spng_format_of(data: bytes) -> str | None:
     return _SPNG_FORMATS.get(data[_PNG_COLOR_TYPE])
 
 
-def decode_spng(data: bytes, spng_format: str) -> np.ndarray:
+def decode_spng(data: bytes, spng_format: str | None) -> np.ndarray:
     """libspng's pixels, once every chunk's CRC is known to match (pyspng skips the checks)."""
     check_png_crcs(data)
     return pyspng.load(data, spng_format)

@@ -26,6 +26,16 @@ _PILLOW_FILTERS = {
     "hamming": Image.Resampling.HAMMING,
 }
 _FLOAT_AREA_MAX_PIXELS = 1 << 22  # area_resize's float32 route stays under 50 MB of copies
+# Kept samples (16-bit, float, other band counts than grey and RGB) resize with OpenCV.
+# "nearest" samples the source pixel under each output pixel's centre, as masks do.
+_OPENCV_FILTERS = {
+    "nearest": cv2.INTER_NEAREST_EXACT,
+    "linear": cv2.INTER_LINEAR,
+    "cubic": cv2.INTER_CUBIC,
+    "lanczos": cv2.INTER_LANCZOS4,
+    "area": cv2.INTER_AREA,
+}
+_OPENCV_BANDS = 4  # OpenCV's resize takes at most 4 channels for every filter
 
 
 def interpolation_for(
@@ -45,7 +55,14 @@ def crop_resize(
     interpolation: str,
 ) -> tuple[np.ndarray, str]:
     """Crop `box` (fractional after DCT reduction) and resize it to `scaled`, and how (the
-    backend suffix: '' when no resize was needed)."""
+    backend suffix: '' when no resize was needed). 8-bit grey and RGB as always; any other
+    sample type or band count by OpenCV with the same filter, at most 4 bands at a time."""
+    if not _picture(pixels):
+        x0, y0, x1, y1 = (int(c) for c in box)
+        region = pixels[y0:y1, x0:x1]
+        if (x1 - x0, y1 - y0) == scaled:
+            return region, ""
+        return opencv_resize(region, scaled, interpolation), f"+opencv-{interpolation}"
     if all(float(c).is_integer() for c in box):
         x0, y0, x1, y1 = (int(c) for c in box)
         region = pixels[y0:y1, x0:x1]
@@ -56,6 +73,28 @@ def crop_resize(
     name = "hamming" if interpolation == "area" else interpolation
     resized = Image.fromarray(pixels).resize(scaled, _PILLOW_FILTERS[name], box=box)
     return np.asarray(resized), f"+pillow-{name}"
+
+
+def _picture(pixels: np.ndarray) -> bool:
+    """8-bit grey or RGB: what Pillow and the uint8 area route take."""
+    return pixels.dtype == np.uint8 and (pixels.ndim == 2 or pixels.shape[2] == 3)
+
+
+def opencv_resize(pixels: np.ndarray, size: tuple[int, int], interpolation: str) -> np.ndarray:
+    """`pixels` (`[H,W]` or `[H,W,C]`, any C, any sample type OpenCV resizes) resized to
+    `size` (W, H) by `cv2.resize` with `interpolation`, bands in groups of at most 4; the
+    result keeps the input's dimensions."""
+    flag = _OPENCV_FILTERS[interpolation]
+    if pixels.ndim == 2:
+        return cv2.resize(pixels, size, interpolation=flag)
+    groups = [
+        cv2.resize(
+            np.ascontiguousarray(pixels[..., i : i + _OPENCV_BANDS]), size, interpolation=flag
+        )
+        for i in range(0, pixels.shape[2], _OPENCV_BANDS)
+    ]
+    groups = [g[..., np.newaxis] if g.ndim == 2 else g for g in groups]
+    return groups[0] if len(groups) == 1 else np.concatenate(groups, axis=2)
 
 
 def area_resize(pixels: np.ndarray, size: tuple[int, int]) -> np.ndarray:

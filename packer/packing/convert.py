@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import formats, storage
-from ..errors import ImageError, LabelError, UnknownLabelError
+from ..errors import ImageError, ImageKindError, LabelError, UnknownLabelError
 from ..imaging import (
     Geometry,
     MaskPixels,
@@ -27,11 +27,13 @@ from ..imaging import (
     pad_to_canvas,
     resample_mask,
 )
+from ..imaging.kinds import AUTO, Conversion
 from ..labels import ClassTable, LabelMapper
 from ..schema import Field
 from ..sources import MaskRecipe, ObjectsRecipe, Sample, mask_files, mask_key
 from ..sources.objects import TASKS
 from . import prefetch, stats
+from .kinds import ImageKinds
 from .ledger import scratch, workdir
 from .objects import object_record
 from .preflight import mask_size_mismatch
@@ -53,6 +55,8 @@ class PackConfig:
     unknown_colors: str  # "ignore": map to ignore_index and report; "error": stop the pack
     max_pixels: int
     format_options: dict
+    conversion: Conversion = AUTO
+    image_kinds: ImageKinds | None = None  # the stored kind, from the first images probed
 
 
 DROPPED = "dropped objects"  # a record's key for its objects left out (never a field)
@@ -196,9 +200,10 @@ class Converter:
         config = self.config
         try:
             data = self._read(sample.image, states, read)
-            image = decode_image(data, config.geometry, max_pixels=config.max_pixels)
+            image = decode_image(data, config.geometry, config.max_pixels, config.conversion)
         except (ImageError, OSError) as exc:
             raise SampleError(sample.image, str(exc)) from exc
+        self._check_kind(sample.image, image)
         if sample.mask is None:
             return {"images": image.pixels, "labels": np.int32(sample.label)}, image.backend, {}
         if isinstance(sample.mask, ObjectsRecipe):
@@ -224,6 +229,18 @@ class Converter:
         resampled = resample_mask(mapped.ids, image.placement)
         ids = pad_to_canvas(resampled, image.placement, config.ignore_index)
         return {"images": image.pixels, "masks": ids}, image.backend, mapped.unknown
+
+    def _check_kind(self, path: str, image) -> None:
+        """Stop the pack at an image whose stored kind is not the images field's."""
+        field = self.config.fields[0]
+        pixels = image.pixels
+        if pixels.dtype == np.dtype(field.dtype) and pixels.shape[2:] == field.shape[2:]:
+            return
+        kinds = self.config.image_kinds
+        stored = self.config.conversion.output(image.kind)
+        if kinds is None:
+            raise ImageKindError(f"{path}: {image.kind.describe()}, the pack stores {field}")
+        raise ImageKindError(kinds.mismatch(path, image.kind, stored))
 
     def _objects_record(self, sample: Sample, image, states: dict, read) -> dict:
         """The image with its objects moved by the pack's geometry; the objects left out

@@ -13,6 +13,7 @@ from typing import Any
 
 from .. import engines, formats
 from ..imaging import DEFAULT_MAX_PIXELS, INTERPOLATIONS, RESIZE_MODES
+from ..imaging.kinds import DTYPES
 from ..options import Option, Options, declared, option, refuse_unknown
 from ..sources import LAYOUTS, layouts_help
 from ..sources.model import CROWDS, OVERLAPS
@@ -61,6 +62,22 @@ class PlanOptions(Options):
         "Image padding value for fit and none (masks pad with the ignore index).",
         kind="int",
         range=(0, 255),
+    )
+
+    channels: str | int = option(
+        "auto",
+        "Image bands stored: auto keeps the source's (8-bit pictures: RGB), rgb, grey "
+        "(luminance), or N (the first N bands; one band repeated). Dropping bands is said in "
+        "the summary.",
+    )
+
+    dtype: str = option(
+        "auto",
+        "Image sample type stored: auto keeps the source's (uint8, uint16, float32); 16 to 8 "
+        "bits is round(v / 257) and said in the summary (a grey image made 8-bit is RGB, as "
+        "8-bit grey pictures are, unless --channels says otherwise).",
+        kind="choice",
+        choices=DTYPES,
     )
 
     shard_size: int = option(

@@ -18,9 +18,10 @@ from functools import cached_property
 from pathlib import Path
 
 from .. import formats, storage
-from ..errors import PackError
+from ..errors import ImageError, PackError
 from ..flags import flag, on_command_line
 from ..imaging import Geometry
+from ..imaging.kinds import Conversion
 from ..labels import ClassTable, mask_dtype
 from ..manifest import OBJECT_TASKS
 from ..options import OptionError, with_signature
@@ -28,6 +29,7 @@ from ..schema import fields_for, record_bytes
 from ..sources import AnnotationOptions, Sample, SourceScan, mask_files, mask_line, scan
 from .classes import class_mapping, class_table, relabelled
 from .convert import PackConfig
+from .kinds import image_kinds, mask_bits
 from .options import PLAN_OPTIONS, PlanOptions, check_keywords
 from .placement import check_out
 from .preflight import default_size
@@ -212,9 +214,24 @@ def make_plan(
         )
     if mapping:
         table = relabelled(found, table, mapping, notes)
+    conversion = _conversion(o.channels, o.dtype)
+    kinds = image_kinds(found.root, found.samples, conversion, o.max_pixels)
+    if kinds.losses:
+        notes.append(f"images converted as asked, losing: {'; '.join(kinds.losses)}")
+    wide_masks = (
+        table is None
+        and found.task == "segmentation"
+        and mask_bits(found.root, found.samples, o.max_pixels) == 16
+    )
     ignore_index = o.ignore_index
     if ignore_index is None:
-        ignore_index = 255 if table is None or len(table) <= 255 else 65535
+        wide = wide_masks if table is None else len(table) > 255
+        ignore_index = 65535 if wide else 255
+    if wide_masks:
+        notes.append(
+            "masks hold 16-bit values and there is no class table: each value is kept as its "
+            f"class id (uint16), {ignore_index} is the ignore index"
+        )
     if table is not None and found.task == "segmentation" and ignore_index < len(table):
         raise PackError(
             f"{flag('ignore_index', ignore_index)} is a class id "
@@ -224,13 +241,27 @@ def make_plan(
     if output_size is None:
         output_size, size_rule = default_size(found.root, found.samples, o.max_pixels)
     geometry = Geometry(output_size, o.resize, o.interpolation, o.pad_value)
-    fields = fields_for(found.task, geometry.size, mask_dtype(table and len(table), ignore_index))
+    fields = fields_for(
+        found.task,
+        geometry.size,
+        mask_dtype(table and len(table), ignore_index),
+        (kinds.stored.dtype, kinds.stored.bands),
+    )
+    _check_fields(format, fields, fmt_options)
+    stored = (kinds.stored.dtype, kinds.stored.bands)
     recorded = {
         "format": format,
         "size": list(geometry.size),
         "resize": o.resize,
         "interpolation": o.interpolation,
         "pad_value": o.pad_value,
+        # only when asked: old packs' options (and fingerprints) stay as they were
+        **({"channels": conversion.channels} if conversion.channels != "auto" else {}),
+        **({"dtype": conversion.dtype} if conversion.dtype != "auto" else {}),
+        # what the sources' headers decided, when it is not what packer stored before it kept
+        # them: a pack of such sources written before then is not resumed as this one
+        **({"images": list(stored)} if stored != ("uint8", 3) else {}),
+        **({"mask_bits": 16} if wide_masks else {}),
         "seed": o.seed,
         "shard_size": o.shard_size,
         "split": o.split,
@@ -258,6 +289,8 @@ def make_plan(
         unknown_colors=o.unknown_colors,
         max_pixels=o.max_pixels,
         format_options=fmt_options,
+        conversion=conversion,
+        image_kinds=kinds,
     )
     shards = plan_shards(found.samples, o.seed, record_bytes(fields), o.shard_size)
     fingerprint = _fingerprint(recorded, found)
@@ -265,6 +298,14 @@ def make_plan(
 
 
 with_signature(make_plan, PLAN_OPTIONS)
+
+
+def _conversion(channels, dtype: str) -> Conversion:
+    """The bands and sample type asked for, checked (a one-line error naming the option)."""
+    try:
+        return Conversion(channels, dtype)
+    except ImageError as exc:
+        raise PackError(f"{flag('channels', channels)}: {exc}") from None
 
 
 def _given_size(size) -> tuple[int, int] | None:
@@ -307,6 +348,17 @@ def _format_options(name: str, given: dict) -> dict:
     except ValueError as exc:
         raise PackError(f"{flag('format', name)}: {exc}") from None
     return options
+
+
+def _check_fields(name: str, fields, options: dict) -> None:
+    """A format that cannot store these fields with these options says so (`check_fields`)."""
+    check = getattr(formats.get(name), "check_fields", None)
+    if check is None:
+        return
+    try:
+        check(fields, options)
+    except ValueError as exc:
+        raise PackError(f"{flag('format', name)}: {exc}") from None
 
 
 def options_fingerprint(options: dict) -> str:

@@ -18,8 +18,9 @@ from pathlib import Path
 from .. import storage
 from ..errors import ImageError, SourceError
 from ..flags import flag, name_of
+from ..imaging.decode import probe_kind
 from ..imaging.orientation import oriented_size
-from ..imaging.probe import check_complete, probe
+from ..imaging.probe import check_complete
 from ..sources import ObjectsRecipe, Rejection, Sample, mask_files, mask_key
 
 HEAD_BYTES = 64 << 10  # JPEG frame headers and PNG IHDRs lie well inside
@@ -43,7 +44,7 @@ def header_size(path: str, max_pixels: int) -> tuple[int, int]:
     except OSError as exc:
         raise ImageError(f"cannot read file: {exc.strerror or exc}") from exc
     try:
-        header, _ = probe(head, max_pixels)
+        header = probe_kind(head, max_pixels)[0]
     except ImageError:
         if not tail:  # that was the whole file
             raise
@@ -52,7 +53,7 @@ def header_size(path: str, max_pixels: int) -> tuple[int, int]:
         except OSError as exc:
             raise ImageError(f"cannot read file: {exc.strerror or exc}") from exc
         head, tail = data, b""
-        header, _ = probe(head, max_pixels)
+        header = probe_kind(head, max_pixels)[0]
     check_complete(head + tail, header.format)
     return oriented_size(header.size, header.orientation)
 

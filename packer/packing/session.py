@@ -189,6 +189,7 @@ class _Job:
         tasks = plan.shard_tasks(skip=set(done))
         converter = Converter(plan.config)
         made = schedule.run(self.runner, converter, tasks, self.progress, on_chunk)
+        _check_packed(made + list(done.values()), seen)
         run = {
             "packer_version": __version__,
             "workers": self.runner.workers,
@@ -236,6 +237,19 @@ def _check_rejects(rejected: list[dict], limit: int | None) -> None:
             f"{len(rejected)} input(s) rejected, more than the {limit} allowed "
             f"({flag('strict', True)} / {flag('max_rejects')}): {shown}"
         )
+
+
+def _check_packed(receipts: list[dict], rejected: list[dict]) -> None:
+    """A pack that holds no sample is an error (no manifest is written), with the reason."""
+    if any(r["count"] for r in receipts):
+        return
+    if not rejected:
+        raise PackError("nothing was packed: the source lists no sample")
+    first = rejected[0]
+    raise PackError(
+        f"nothing was packed: all {len(rejected)} input(s) were rejected; the first: "
+        f"{first['path']}: {first['reason']}"
+    )
 
 
 def _table_from_counts(made: list[dict], plan: PackPlan) -> ClassTable:

@@ -1,8 +1,9 @@
 """Per-shard statistics gathered while packing: channel histograms, class counts, backends.
 
 Workers add each record to a chunk's `ChunkStats`; a shard's receipt merges its chunks'. The
-manifest turns the receipts' exact integer counts into means, standard deviations and class
-frequencies.
+manifest turns the receipts' counts into means, standard deviations and class frequencies:
+exact integer histograms per band for 8-bit images (any band count), per band sample count,
+sum and sum of squares (float64, summed in chunk order) for 16-bit and float images.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ class ChunkStats:
     """Exact counts over one chunk's records."""
 
     channel_hist: np.ndarray = field(default_factory=lambda: np.zeros((3, 256), np.int64))
+    channel_moments: np.ndarray | None = None  # [bands, 3]: count, sum, sum of squares
     class_counts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     backends: Counter = field(default_factory=Counter)
     objects: Counter | None = None  # detection: objects per image, COCO sizes, dropped
@@ -35,8 +37,19 @@ class ChunkStats:
         self.backends[backend] += 1
         step = max(1, len(record["images"]) // STATS_ROWS)
         rows = record["images"][step // 2 :: step]
-        for c in range(3):
-            self.channel_hist[c] += _histogram(rows, c, 256)
+        bands = rows.shape[2]
+        if rows.dtype == np.uint8:
+            if len(self.channel_hist) != bands:
+                self.channel_hist = np.zeros((bands, 256), np.int64)
+            for c in range(bands):
+                self.channel_hist[c] += _histogram(rows, c, 256)
+        else:
+            if self.channel_moments is None:
+                self.channel_moments = np.zeros((bands, 3), np.float64)
+            values = rows.reshape(-1, bands).astype(np.float64)
+            self.channel_moments[:, 0] += len(values)
+            self.channel_moments[:, 1] += values.sum(axis=0)
+            self.channel_moments[:, 2] += np.square(values).sum(axis=0)
         if "boxes" in record:
             counts = self._count_objects(record)
         elif "masks" in record:
@@ -74,18 +87,27 @@ class ChunkStats:
 
 def merge(chunks: Iterable[ChunkStats]) -> dict:
     """A shard's statistics, as its receipt stores them (JSON-ready)."""
-    hist = np.zeros((3, 256), np.int64)
+    chunks = list(chunks)
+    hist = np.zeros((max((len(c.channel_hist) for c in chunks), default=3), 256), np.int64)
+    moments = None
     classes: Counter = Counter()
     backends: Counter = Counter()
     objects: Counter | None = None
     for c in chunks:
         if c.objects is not None:
             objects = (objects or Counter()) + c.objects
-        hist += c.channel_hist
+        if c.channel_moments is not None:
+            moments = c.channel_moments if moments is None else moments + c.channel_moments
+        elif len(c.channel_hist) == len(hist):
+            hist += c.channel_hist
         classes.update({int(k): int(c.class_counts[k]) for k in np.flatnonzero(c.class_counts)})
         backends.update(c.backends)
     return {
-        "channel_hist": hist.tolist(),
+        **(
+            {"channel_hist": hist.tolist()}
+            if moments is None
+            else {"channel_moments": moments.tolist()}
+        ),
         "class_counts": {str(k): v for k, v in sorted(classes.items())},
         "backends": dict(sorted(backends.items())),
         **({"objects": dict(sorted(objects.items()))} if objects is not None else {}),

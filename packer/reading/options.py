@@ -69,8 +69,8 @@ class ReaderOptions(Options):
     )
     normalize: str | None = option(
         None,
-        'Float32 images: "unit" (/255) or "dataset" (the manifest\'s per-channel '
-        "mean/std); None keeps uint8.",
+        'Float32 images: "unit" (/255; uint16 /65535; float32 as stored) or "dataset" (the '
+        "manifest's per-band mean/std); None keeps the stored images.",
         kind="choice",
         choices=tuple(m for m in NORMALIZE_MODES if m is not None),
     )

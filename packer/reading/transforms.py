@@ -12,13 +12,28 @@ import numpy as np
 NORMALIZE_MODES = (None, "unit", "dataset")
 
 
-class Normalizer:
-    """uint8 images as they are (None), scaled to [0, 1] ("unit"), or standardised ("dataset")."""
+def unit_scale(dtype) -> float:
+    """What "unit" multiplies images of `dtype` by: 1 / its maximum for integers (1/255 for
+    uint8, 1/65535 for uint16), 1 for floats (kept as they are)."""
+    dtype = np.dtype(dtype)
+    return 1.0 / np.iinfo(dtype).max if dtype.kind in "ui" else 1.0
 
-    def __init__(self, mode: str | None, stats: dict) -> None:
+
+def image_dtype(manifest: dict) -> np.dtype:
+    """The stored images' sample type (uint8 for packs that do not say)."""
+    field = next((f for f in manifest.get("fields", ()) if f["name"] == "images"), None)
+    return np.dtype(field["dtype"] if field else "|u1")
+
+
+class Normalizer:
+    """Images as they are (None), scaled to [0, 1] by their sample type's maximum ("unit"), or
+    standardised per band ("dataset")."""
+
+    def __init__(self, mode: str | None, stats: dict, dtype=np.uint8) -> None:
         if mode not in NORMALIZE_MODES:
             raise ValueError(f"normalize must be one of {NORMALIZE_MODES}, got {mode!r}")
         self.mode = mode
+        self.scale = unit_scale(dtype)
         self.mean = np.asarray(stats["mean"], np.float32)
         self.inv_std = 1.0 / np.maximum(np.asarray(stats["std"], np.float32), 1e-6)
 
@@ -27,7 +42,8 @@ class Normalizer:
             return images
         out = images.astype(np.float32)
         if self.mode == "unit":
-            out *= np.float32(1 / 255)
+            if self.scale != 1.0:
+                out *= np.float32(self.scale)
         else:
             out -= self.mean
             out *= self.inv_std
@@ -66,7 +82,7 @@ class BatchTransform:
 
     def __init__(self, manifest: dict, normalize: str | None = None, one_hot: bool = False):
         self.target = target_field(manifest["task"])
-        self.normalizer = Normalizer(normalize, manifest["stats"])
+        self.normalizer = Normalizer(normalize, manifest["stats"], image_dtype(manifest))
         self.num_classes = len(manifest["classes"])
         self.one_hot = (
             one_hot_table(self.num_classes, manifest.get("ignore_index"), manifest["task"])
@@ -95,7 +111,7 @@ class BatchTransform:
         if mode is not None:
             images = tf.cast(images, tf.float32)
             if mode == "unit":
-                images = images * (1 / 255)
+                images = images * self.normalizer.scale
             else:
                 images = (images - self.normalizer.mean) * self.normalizer.inv_std
         if self.one_hot is not None:

@@ -51,7 +51,10 @@ def test_bad_input_corpus_is_packed_or_rejected_with_reasons(tmp_path):
     before = tree_digest(src)
     out = tmp_path / "out"
     result = subprocess.run(
-        pack_cmd(src, out, "--size", "40x30", "--resize", "stretch", "--interpolation", "nearest"),
+        pack_cmd(
+            *(src, out, "--size", "40x30", "--resize", "stretch", "--interpolation", "nearest"),
+            *("--dtype", "uint8"),  # the corpus holds a 16-bit PNG among 8-bit pictures
+        ),
         capture_output=True,
         text=True,
         timeout=120,
@@ -87,7 +90,7 @@ def test_strict_and_max_rejects_stop_the_pack(tmp_path):
     src = tmp_path / "src"
     write_classification_corpus(src)
     strict = subprocess.run(
-        pack_cmd(src, tmp_path / "a", "--size", "16", "--strict"),
+        pack_cmd(src, tmp_path / "a", "--size", "16", "--strict", "--dtype", "uint8"),
         capture_output=True,
         text=True,
         timeout=120,
@@ -95,14 +98,14 @@ def test_strict_and_max_rejects_stop_the_pack(tmp_path):
     assert strict.returncode == 1 and "rejected" in strict.stderr
     assert not (tmp_path / "a" / "dataset.json").exists()
     capped = subprocess.run(
-        pack_cmd(src, tmp_path / "b", "--size", "16", "--max-rejects", "3"),
+        pack_cmd(src, tmp_path / "b", "--size", "16", "--max-rejects", "3", "--dtype", "uint8"),
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert capped.returncode == 1 and "more than the 3 allowed" in capped.stderr
     roomy = subprocess.run(
-        pack_cmd(src, tmp_path / "c", "--size", "16", "--max-rejects", "50"),
+        pack_cmd(src, tmp_path / "c", "--size", "16", "--max-rejects", "50", "--dtype", "uint8"),
         capture_output=True,
         text=True,
         timeout=120,

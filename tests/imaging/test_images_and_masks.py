@@ -29,6 +29,7 @@ from packer.imaging import (
     place,
     resample_mask,
 )
+from packer.imaging.kinds import AUTO, Conversion
 from packer.packing.convert import read_source
 from tests.fixtures.corpus import bomb_png, interlaced_png
 
@@ -38,9 +39,14 @@ COLOURS = np.array(
 )
 
 
-def load_image(path: Path, geometry: Geometry | None, max_pixels: int = DEFAULT_MAX_PIXELS):
+def load_image(
+    path: Path,
+    geometry: Geometry | None,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    conversion: Conversion = AUTO,
+):
     """What the converter does with a source image: read its bytes, decode them."""
-    return decode_image(read_source(str(path)), geometry, max_pixels)
+    return decode_image(read_source(str(path)), geometry, max_pixels, conversion)
 
 
 def load_mask(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS):
@@ -267,25 +273,29 @@ def encoded(image: Image.Image, **options) -> bytes:
     return buffer.getvalue()
 
 
-def test_sixteen_bit_png_scales_by_257(tmp_path):
+def test_sixteen_bit_png_scales_by_257_when_asked(tmp_path):
+    """16-bit images are kept (tests/imaging/test_kept_dtypes.py); asked for 8 bits, each
+    sample is round(v / 257), and a grey one asked for RGB is three identical bands."""
+    to_8_bits = Conversion("rgb", "uint8")
     rng = np.random.default_rng(3)
     rgb16 = rng.integers(0, 65536, (20, 30, 3), dtype=np.uint16)
     rgb16[0, :4] = [[0, 128, 129], [65535, 385, 386], [32767, 32768, 257], [1, 2, 3]]
     path = tmp_path / "rgb16.png"
     assert cv2.imwrite(str(path), rgb16[..., ::-1])
     expected = np.round(rgb16 / 257).astype(np.uint8)
-    assert np.array_equal(load_image(path, None).pixels, expected)
+    assert np.array_equal(load_image(path, None, conversion=to_8_bits).pixels, expected)
     grey16 = rgb16[..., 0]
     grey_path = save(Image.fromarray(grey16), tmp_path / "grey16.png")
     expected = np.repeat(np.round(grey16 / 257).astype(np.uint8)[..., None], 3, -1)
-    assert np.array_equal(load_image(grey_path, None).pixels, expected)
+    assert np.array_equal(load_image(grey_path, None, conversion=to_8_bits).pixels, expected)
 
 
-def test_sixteen_bit_tiff_grey_scales_by_257(tmp_path):
+def test_sixteen_bit_tiff_grey_scales_by_257_when_asked(tmp_path):
     grey16 = np.array([[0, 128, 129, 65535], [257, 32767, 32768, 1000]], np.uint16)
     path = save(Image.fromarray(grey16), tmp_path / "g16.tiff")
     expected = np.repeat(np.round(grey16 / 257).astype(np.uint8)[..., None], 3, -1)
-    assert np.array_equal(load_image(path, None).pixels, expected)
+    loaded = load_image(path, None, conversion=Conversion("rgb", "uint8"))
+    assert np.array_equal(loaded.pixels, expected)
 
 
 def test_fit_and_none_pad_with_pad_value(tmp_path):
@@ -524,11 +534,15 @@ def test_bad_files_raise_image_error_with_reason(tmp_path):
 
 
 def test_unsupported_mode_is_image_error(tmp_path):
+    """Float images are kept (test_kept_dtypes.py); 32-bit integer images only when a sample
+    type is asked for; float masks never."""
     path = save(Image.fromarray(np.ones((4, 5), np.float32)), tmp_path / "float.tiff")
-    with pytest.raises(ImageError, match="unsupported image mode 'F'"):
-        load_image(path, None)
     with pytest.raises(ImageError, match="unsupported mask mode 'F'"):
         load_mask(path)
+    ints = save(Image.fromarray(np.ones((4, 5), np.int32)), tmp_path / "int.tiff")
+    with pytest.raises(ImageError, match="int32 samples are not kept"):
+        load_image(ints, None)
+    assert load_image(ints, None, conversion=Conversion(dtype="uint16")).pixels.dtype == np.uint16
 
 
 # -- masks -----------------------------------------------------------------------------------
