@@ -63,6 +63,9 @@ def sources() -> dict[str, tuple[bytes, np.ndarray]]:
         "float32.tif": (tiff(floats), floats[..., None]),
         "rgbn8.tif": (tiff(rgbn8, photometric="rgb", extrasamples=["unspecified"]), rgbn8),
         "planar12.tif": (tiff(np.moveaxis(bands12, 2, 0), planarconfig="separate"), bands12),
+        # GeoTIFF exports (GDAL, QGIS, Earth Engine) compress: imagecodecs decodes them
+        "lzw12.tif": (tiff(bands12, compression="lzw", predictor=True), bands12),
+        "deflate-float.tif": (tiff(floats, compression="zlib"), floats[..., None]),
     }
 
 
