@@ -11,7 +11,7 @@ from pathlib import Path
 import packer
 
 ROOT = Path(packer.__file__).parent
-TORCH_ADAPTER = {"torch.py", "torch_compat.py", "torch_device.py", "torch_pinning.py"}
+TORCH_ADAPTER = {"torch/dataset.py", "torch/compat.py", "torch/device.py", "torch/pinning.py"}
 MAX_LINES = 400
 
 

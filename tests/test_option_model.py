@@ -21,8 +21,7 @@ from packer.packing.options import PlanOptions, RunOptions, by_stage
 from packer.reading.loader import Loader
 from packer.reading.options import BATCH_SIZE, SPLIT, LoaderOptions, ReaderOptions
 from packer.tf import TfOptions
-from packer.torch import PackedDataset, PackedIterable
-from packer.torch_options import IterableOptions, TorchOptions
+from packer.torch import IterableOptions, PackedDataset, PackedIterable, TorchOptions
 
 READERS = {
     Loader: LoaderOptions,

@@ -35,16 +35,16 @@ from dataclasses import dataclass
 
 import tensorflow as tf
 
-from .augment import Augment
-from .formats import tfrecord, tfrecord_parse
-from .manifest import OBJECT_TASKS
-from .options import again, option
-from .reading.dataset import Split
-from .reading.loader import check_augment_fits
-from .reading.mixture_read import open_split
-from .reading.options import BATCH_SIZE, SPLIT, ReaderOptions, takes
-from .reading.transforms import BatchTransform
-from .tf_indexed import Order, indexed
+from ..augment import Augment
+from ..formats import tfrecord, tfrecord_parse
+from ..manifest import OBJECT_TASKS
+from ..options import again, option
+from ..reading.dataset import Split
+from ..reading.loader import check_augment_fits
+from ..reading.mixture_read import open_split
+from ..reading.options import BATCH_SIZE, SPLIT, ReaderOptions, takes
+from ..reading.transforms import BatchTransform
+from .indexed import Order, indexed
 
 Decoder = Callable[[tf.Tensor], dict[str, tf.Tensor]]
 

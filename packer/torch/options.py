@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .options import again, option
-from .reading.options import LoaderOptions
+from ..options import again, option
+from ..reading.options import LoaderOptions
 
 if TYPE_CHECKING:
     import torch  # the types of two options; only packer.torch imports torch itself
