@@ -41,7 +41,7 @@ from ..manifest import OBJECT_TASKS
 from ..options import again, option
 from ..reading.dataset import Split
 from ..reading.loader import check_augment_fits
-from ..reading.mixture_read import open_split
+from ..reading.mixture import open_split
 from ..reading.options import BATCH_SIZE, SPLIT, ReaderOptions, takes
 from ..reading.transforms import BatchTransform
 from .indexed import Order, indexed
