@@ -8,7 +8,7 @@ semantics) and a prefetch:
   decoded and reshaped in one vectorised step per batch.
 - random access (npy and recordio packs; uncompressed tfrecord with `stream=False`): shuffled
   batches of sample indices, each read by the format's shard readers, in the pipeline's one
-  `tf.numpy_function` (see tf_indexed), into 64-byte aligned arrays that TensorFlow adopts
+  `tf.numpy_function` (see indexed), into 64-byte aligned arrays that TensorFlow adopts
   without a copy.
 
 Multi-worker training gives each input pipeline its share through `tf.distribute`:
