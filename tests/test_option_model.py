@@ -134,6 +134,11 @@ def test_a_misspelt_reader_keyword_names_the_nearest_one(reader, tmp_path):
         reader(tmp_path / "no-pack", colour=1)
 
 
+def test_a_misspelt_keyword_names_the_reader_by_its_public_path(tmp_path):
+    with pytest.raises(TypeError, match=r"^tf\.dataset\(\) got an unexpected keyword"):
+        packer.tf.dataset(tmp_path / "no-pack", shufle=False)
+
+
 @pytest.mark.parametrize("reader", READERS, ids=lambda r: r.__qualname__)
 @pytest.mark.parametrize(
     "given, message",
