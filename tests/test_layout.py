@@ -76,7 +76,8 @@ def _imported(node: ast.Import | ast.ImportFrom, package: str) -> list[str]:
 
 
 def _module_graph() -> Edges:
-    """module -> {packer module it imports at run time: the first statement that does}."""
+    """module -> {packer module it imports at run time: a statement that does (module level
+    first)}."""
     edges: Edges = defaultdict(dict)
     for module, path in MODULES.items():
         package = _module_name(path)[1]
