@@ -22,7 +22,7 @@ _LAZY = {
     "Augment": ("packer.augment", "Augment"),
     "Mixture": ("packer.reading.mixture", "Mixture"),
     "Stream": ("packer.reading.mixture", "Stream"),
-    "parallel": ("packer.keras_parallel", "parallel"),
+    "parallel": ("packer.keras.parallel", "parallel"),
     "recordio": ("packer.recordio", None),
 }
 

@@ -5,7 +5,7 @@ type and default the option's, and its metadata (`option(...)`) an `Option`: the
 how the command line spells and reads it (kind, choices, range, the default as typed or as
 words). The pack's stages (`packing.options.PlanOptions`, `RunOptions`), the engines and the
 readers (`reading.options`) declare theirs so. From a dataclass come its `Option`s (`declared`,
-which `cli_params.declared_options` turns into click options), its checked, typed value from
+which `cli.params.declared_options` turns into click options), its checked, typed value from
 what a caller gave (`Options.resolve`: the same one-line errors from Python and the command
 line) or from a reader's arguments (`Options.of`), and the lines its reader's docstring lists
 (`Options.describe`).

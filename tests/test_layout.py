@@ -1,18 +1,23 @@
-"""The shape of the package: no package (or top-level module) imports one that imports it
-back, torch is imported at module level only by the torch adapter, and no module outgrows
-400 lines. Read from the source with `ast`, so it holds for imports not yet run."""
+"""The shape of the package: no module imports one that imports it back (directly or through
+others), nor does any package (or top-level module), torch is imported at module level only by
+the torch adapter, and no module outgrows 400 lines. Read from the source with `ast`, so it
+holds for imports not yet run; imports under `if TYPE_CHECKING:` do not run, and do not count."""
 
 from __future__ import annotations
 
 import ast
-from collections import defaultdict
+from collections import defaultdict, deque
+from collections.abc import Iterator
+from itertools import pairwise
 from pathlib import Path
 
 import packer
 
 ROOT = Path(packer.__file__).parent
-TORCH_ADAPTER = {"torch.py", "torch_compat.py", "torch_device.py", "torch_pinning.py"}
+TORCH_ADAPTER = {"torch/dataset.py", "torch/compat.py", "torch/device.py", "torch/pinning.py"}
 MAX_LINES = 400
+
+Edges = dict[str, dict[str, str]]  # module -> {module it imports: where, "file:line import"}
 
 
 def _module_name(path: Path) -> tuple[str, str]:
@@ -24,6 +29,9 @@ def _module_name(path: Path) -> tuple[str, str]:
     return ".".join(parts), package
 
 
+MODULES = {_module_name(p)[0]: p for p in sorted(ROOT.rglob("*.py"))}
+
+
 def _unit(module: str) -> str:
     """The node a module belongs to: its first-level package (packer.reading), or the
     top-level module itself (packer.errors); the root package is `packer`."""
@@ -33,8 +41,8 @@ def _unit(module: str) -> str:
     return ".".join(parts[:2])
 
 
-def _runtime_imports(tree: ast.Module) -> list[ast.stmt]:
-    """Import statements that run (those under `if TYPE_CHECKING:` do not)."""
+def _runtime_imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
+    """Import statements that run (those under `if TYPE_CHECKING:` do not), at any depth."""
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING":
@@ -45,34 +53,54 @@ def _runtime_imports(tree: ast.Module) -> list[ast.stmt]:
     return found
 
 
-def _imported(node: ast.stmt, package: str) -> list[str]:
-    """The packer modules an import statement names, resolved against `package`."""
+def _module_of(name: str) -> str:
+    """The packer module that a dotted name is, or whose attribute it is."""
+    while name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name
+
+
+def _imported(node: ast.Import | ast.ImportFrom, package: str) -> list[str]:
+    """The packer modules an import statement names, resolved against `package`: for
+    `from X import a`, module X.a where there is one, else X (a an attribute of X)."""
     if isinstance(node, ast.Import):
-        return [a.name for a in node.names if a.name.split(".")[0] == "packer"]
-    assert isinstance(node, ast.ImportFrom)
-    if not node.level:
-        return [node.module] if (node.module or "").split(".")[0] == "packer" else []
-    base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1])
-    if node.module:
-        return [f"{base}.{node.module}"]
-    return [f"{base}.{alias.name}" for alias in node.names]
+        return [_module_of(a.name) for a in node.names if a.name.split(".")[0] == "packer"]
+    if node.level:  # `from ..x import a` in packer.reading.y: packer.x
+        base = ".".join(package.split(".")[: package.count(".") + 2 - node.level])
+        base += f".{node.module}" if node.module else ""
+    elif (node.module or "").split(".")[0] == "packer":
+        base = node.module or ""
+    else:
+        return []
+    return [_module_of(f"{base}.{alias.name}") for alias in node.names]
 
 
-def _graph() -> dict[str, dict[str, str]]:
-    """unit -> {unit it imports: a file that does}."""
-    edges: dict[str, dict[str, str]] = defaultdict(dict)
-    for path in sorted(ROOT.rglob("*.py")):
-        module, package = _module_name(path)
-        source = _unit(module)
+def _module_graph() -> Edges:
+    """module -> {packer module it imports at run time: a statement that does (module level
+    first)}."""
+    edges: Edges = defaultdict(dict)
+    for module, path in MODULES.items():
+        package = _module_name(path)[1]
         for node in _runtime_imports(ast.parse(path.read_text())):
             for target in _imported(node, package):
-                if _unit(target) != source:
-                    edges[source].setdefault(_unit(target), str(path.relative_to(ROOT)))
+                where = f"{path.relative_to(ROOT)}:{node.lineno} `{ast.unparse(node)}`"
+                if target != module:
+                    edges[module].setdefault(target, where)
     return edges
 
 
-def _cycles(edges: dict[str, dict[str, str]]) -> list[list[str]]:
-    """Strongly connected groups of more than one unit (Tarjan's algorithm)."""
+def _unit_graph(modules: Edges) -> Edges:
+    """The module graph seen by first-level units: unit -> {unit it imports: where}."""
+    edges: Edges = defaultdict(dict)
+    for source, targets in modules.items():
+        for target, where in targets.items():
+            if _unit(target) != _unit(source):
+                edges[_unit(source)].setdefault(_unit(target), where)
+    return edges
+
+
+def _cycles(edges: Edges) -> list[list[str]]:
+    """Strongly connected groups of more than one node (Tarjan's algorithm)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -103,23 +131,57 @@ def _cycles(edges: dict[str, dict[str, str]]) -> list[list[str]]:
     return groups
 
 
+def _loop(group: list[str], edges: Edges) -> list[str]:
+    """A shortest import path from the group's first node back to it, inside the group."""
+    start = group[0]
+    paths = {start: [start]}
+    queue = deque([start])
+    while queue:
+        node = queue.popleft()
+        for target in edges.get(node, {}):
+            if target == start:
+                return [*paths[node], start]
+            if target in group and target not in paths:
+                paths[target] = [*paths[node], target]
+                queue.append(target)
+    raise AssertionError(f"{group} is no strongly connected group")
+
+
+def _described(edges: Edges) -> Iterator[str]:
+    """Each loop of `edges`: its nodes, then one path round it with the import of each step."""
+    for group in _cycles(edges):
+        path = _loop(group, edges)
+        steps = "; ".join(f"{a} -> {b} ({edges[a][b]})" for a, b in pairwise(path))
+        yield f"{' <-> '.join(group)}: {steps}"
+
+
 def test_the_cycle_finder_finds_a_cycle():
     edges = {"a": {"b": "a.py"}, "b": {"c": "b.py"}, "c": {"a": "c.py"}, "d": {"a": "d.py"}}
     assert _cycles(edges) == [["a", "b", "c"]]
     assert _cycles({"a": {"b": "a.py"}, "b": {}}) == []
+    assert list(_described(edges)) == ["a <-> b <-> c: a -> b (a.py); b -> c (b.py); c -> a (c.py)"]
+
+
+def test_imports_resolve_to_the_modules_they_name():
+    graph = _module_graph()
+    mixture = graph["packer.reading.mixture"]
+    assert "packer.reading.mixture_read" in mixture and "packer.reading.dataset" in mixture
+    assert "packer.reading" not in graph["packer.reading.batches"]  # `from . import gather`
+    assert "packer.reading.gather" in graph["packer.reading.batches"]
+    assert "packer.torch.compat" in graph["packer.torch.dataset"]  # `from . import compat as`
+    assert "packer.reading.dataset" not in graph["packer.reading.batches"]  # TYPE_CHECKING
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    loops = list(_described(_module_graph()))
+    assert not loops, "import loops:\n" + "\n".join(loops)
 
 
 def test_no_package_imports_one_that_imports_it_back():
-    edges = _graph()
+    edges = _unit_graph(_module_graph())
     assert "packer.reading" in edges and "packer.packing" in edges  # the walk found imports
-    cycles = _cycles({k: v for k, v in edges.items() if k != "packer"})
-    described = [
-        " -> ".join(
-            f"{u} ({edges[u][v]})" for u, v in zip(c, [*c[1:], c[0]], strict=True) if v in edges[u]
-        )
-        for c in cycles
-    ]
-    assert not cycles, described
+    loops = list(_described({k: v for k, v in edges.items() if k != "packer"}))
+    assert not loops, "import loops:\n" + "\n".join(loops)
 
 
 def test_only_the_torch_adapter_imports_torch_at_module_level():

@@ -21,8 +21,7 @@ from packer.packing.options import PlanOptions, RunOptions, by_stage
 from packer.reading.loader import Loader
 from packer.reading.options import BATCH_SIZE, SPLIT, LoaderOptions, ReaderOptions
 from packer.tf import TfOptions
-from packer.torch import PackedDataset, PackedIterable
-from packer.torch_options import IterableOptions, TorchOptions
+from packer.torch import IterableOptions, PackedDataset, PackedIterable, TorchOptions
 
 READERS = {
     Loader: LoaderOptions,
@@ -133,6 +132,11 @@ def test_a_misspelt_reader_keyword_names_the_nearest_one(reader, tmp_path):
         reader(tmp_path / "no-pack", shufle=False)
     with pytest.raises(TypeError, match=r"unexpected keyword argument 'colour'$"):  # nothing near
         reader(tmp_path / "no-pack", colour=1)
+
+
+def test_a_misspelt_keyword_names_the_reader_by_its_public_path(tmp_path):
+    with pytest.raises(TypeError, match=r"^tf\.dataset\(\) got an unexpected keyword"):
+        packer.tf.dataset(tmp_path / "no-pack", shufle=False)
 
 
 @pytest.mark.parametrize("reader", READERS, ids=lambda r: r.__qualname__)

@@ -9,7 +9,7 @@ pack each shard's files are fetched into the local cache before its first read.
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -19,14 +19,24 @@ from ..schema import fixed, ragged
 from . import gather
 from .buffers import BufferPool
 
-if TYPE_CHECKING:
-    from .dataset import Split
+
+class ShardedSplit(Protocol):
+    """What a `BatchReader` reads: a pack's `dataset.Split` (named by what it offers, as
+    `dataset` imports this module): the split's name, sample count, shard entries and each
+    shard's first sample, and `dataset`, its pack (format, fields, format options, local root
+    and shard cache)."""
+
+    name: str
+    count: int
+    shards: list[dict]
+    offsets: np.ndarray
+    dataset: Any
 
 
 class BatchReader:
     """Reads any set of sample indices as whole-batch arrays, shard by shard, without decoding."""
 
-    def __init__(self, split: Split) -> None:
+    def __init__(self, split: ShardedSplit) -> None:
         self.split = split
         self.fields = split.dataset.fields
         dataset = split.dataset

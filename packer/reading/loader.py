@@ -20,8 +20,8 @@ from ..errors import ManifestError
 from ..manifest import OBJECT_TASKS
 from ..schema import record_bytes
 from .dataset import PackedDataset, Split
-from .mixture import Mixture
-from .mixture_read import MixedSplit, open_split
+from .mixture import Mixture, open_split
+from .mixture_read import MixedSplit
 from .objects import Padder
 from .options import BATCH_SIZE, SPLIT, LoaderOptions, batch_size_of, takes
 from .position import Pass, agreed

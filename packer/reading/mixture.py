@@ -22,8 +22,10 @@ from pathlib import Path
 
 from .. import storage
 from ..errors import MixtureError
+from .dataset import PackedDataset, Split
 from .mixture_classes import ClassMap
 from .mixture_plan import independent_longest_run, longest_run_bound, longest_runs
+from .mixture_read import MixedSplit
 
 AMOUNTS = ("proportion", "repeat", "choose")
 
@@ -115,8 +117,6 @@ class Mixture:
 
     def open(self, split: str = "train", cache_dir=None, cache_bytes: int | None = None):
         """The mixture's `split` as readers see it (`mixture_read.MixedSplit`)."""
-        from .mixture_read import MixedSplit
-
         return MixedSplit(self, split, cache_dir, cache_bytes)
 
     def epoch(self, split: str = "train", seed: int = 0, epoch: int = 0) -> EpochSummary:
@@ -175,6 +175,19 @@ class Mixture:
         except (OSError, ValueError) as exc:
             raise MixtureError(f"{path}: cannot read a mixture description: {exc}") from None
         return cls.from_json(data, path.parent)
+
+
+def open_split(
+    path: str | os.PathLike | Mixture,
+    split: str,
+    cache_dir: str | os.PathLike | None = None,
+    cache_bytes: int | None = None,
+) -> Split | MixedSplit:
+    """The split a reader reads: of a pack (path or URL), or of a `Mixture` (its packs' splits,
+    each `Stream`'s own split where it names one)."""
+    if isinstance(path, Mixture):
+        return MixedSplit(path, split, cache_dir, cache_bytes)
+    return PackedDataset(path, cache_dir, cache_bytes)[split]
 
 
 def is_mixture_file(path: str | os.PathLike) -> bool:

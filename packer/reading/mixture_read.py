@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import os
 from functools import cached_property
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -21,22 +22,17 @@ from ..schema import Field, fixed
 from . import gather
 from .buffers import BufferPool
 from .dataset import ManifestView, PackedDataset, Split
-from .mixture import Mixture
 from .mixture_classes import Reconciled, reconcile, relabel, target_names
 from .mixture_plan import Plan, draws
 
 
-def open_split(
-    path: str | os.PathLike | Mixture,
-    split: str,
-    cache_dir: str | os.PathLike | None = None,
-    cache_bytes: int | None = None,
-) -> Split | MixedSplit:
-    """The split a reader reads: of a pack (path or URL), or of a `Mixture` (its packs' splits,
-    each `Stream`'s own split where it names one)."""
-    if isinstance(path, Mixture):
-        return MixedSplit(path, split, cache_dir, cache_bytes)
-    return PackedDataset(path, cache_dir, cache_bytes)[split]
+class Streams(Protocol):
+    """What a `MixedSplit` reads: a `mixture.Mixture` (named by what it offers, as `mixture`
+    imports this module): its `Stream`s (path, split, amount, label and class map of each
+    pack) and its epoch size."""
+
+    streams: tuple[Any, ...]
+    epoch_size: int | None
 
 
 class MixedSplit:
@@ -46,7 +42,7 @@ class MixedSplit:
 
     def __init__(
         self,
-        mixture: Mixture,
+        mixture: Streams,
         split: str,
         cache_dir: str | os.PathLike | None = None,
         cache_bytes: int | None = None,

@@ -148,7 +148,8 @@ def takes(declared: type[Options]) -> Callable[[T], T]:
         if isinstance(obj, type):
             obj.__init__ = _known_keywords(obj.__init__, obj.__name__)  # type: ignore[misc]
             return obj
-        return _known_keywords(obj, f"{obj.__module__.removeprefix('packer.')}.{obj.__name__}")
+        adapter = obj.__module__.split(".")[1]  # as users call it: tf.dataset (not tf.tfdata.)
+        return _known_keywords(obj, f"{adapter}.{obj.__name__}")
 
     return add
 

@@ -1,7 +1,7 @@
 """The framework seams: `packer.parallel` is a plain function, the Keras and torch workarounds
-(`keras_compat`, `torch_compat`) still see what they look for in the installed versions, and a
-version outside the supported range fails in one line. `scripts/compat.sh` runs this file (and
-the resume tests) against the oldest supported Keras too."""
+(`packer.keras.compat`, `packer.torch.compat`) still see what they look for in the installed
+versions, and a version outside the supported range fails in one line. `scripts/compat.sh` runs
+this file (and the resume tests) against the oldest supported Keras too."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def test_packer_parallel_is_a_function_the_package_exports():
 
 @pytest.mark.parametrize("framework", ["keras", "torch"])
 def test_a_framework_outside_the_supported_range_fails_in_one_line(framework):
-    compat = pytest.importorskip(f"packer.{framework}_compat")
+    compat = pytest.importorskip(f"packer.{framework}.compat")
     compat.check_version(__import__(framework).__version__)  # the installed one is supported
     (low_major, low_minor), (high_major, _) = compat.SUPPORTED
     too_old = f"{low_major}.{low_minor - 1}.0" if low_minor else f"{low_major - 1}.99.0"
@@ -45,7 +45,7 @@ def test_a_framework_outside_the_supported_range_fails_in_one_line(framework):
 
 
 def test_torch_samplers_that_reorder_are_still_seen_before_training(pack):
-    """torch_compat reads the sampler asking for the length: it must still find it in this
+    """packer.torch.compat reads the sampler asking for the length: it must still find it in this
     torch, when the DataLoader or the sampler is made."""
     pytest.importorskip("torch")
     from torch.utils.data import DataLoader, DistributedSampler
@@ -114,7 +114,7 @@ def test_mid_epoch_backups_without_a_reader_warn_once_naming_reader(tmp_path):
     import warnings
 
     from packer.keras import BackupAndRestore
-    from packer.keras_backup import _warn_once_without_reader
+    from packer.keras.backup import _warn_once_without_reader
 
     _warn_once_without_reader.cache_clear()
     with warnings.catch_warnings(record=True) as caught:

@@ -16,7 +16,7 @@ import packer
 from packer.augment import Augment
 from packer.reading.transforms import one_hot_table
 from packer.torch import PackedDataset
-from packer.torch_device import DeviceBatch
+from packer.torch.device import DeviceBatch
 from tests.jobs.torch_jobs import (
     DDP_CASES,
     KINDS,

@@ -1,4 +1,4 @@
-"""The DataLoader hand-off's slots and CUDA pinning (`packer.torch_pinning`): where CUDA is
+"""The DataLoader hand-off's slots and CUDA pinning (`packer.torch.pinning`): where CUDA is
 absent the slots stay as they were (pageable, freed as their views go); the ring's release hook
 that pinning uses frees a slot only when told to."""
 

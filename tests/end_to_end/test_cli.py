@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from packer.cli import main, pack_command
-from packer.cli_params import parse_bytes, parse_size
+from packer.cli.params import parse_bytes, parse_size
 
 
 def test_size_is_width_by_height():

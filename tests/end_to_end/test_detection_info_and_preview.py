@@ -13,7 +13,7 @@ from PIL import Image
 
 import packer
 from packer.cli import main
-from packer.preview import class_colors
+from packer.cli.preview import class_colors
 from tests.fixtures.detection import make_detection_coco
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")

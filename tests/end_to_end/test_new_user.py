@@ -24,8 +24,8 @@ from PIL import Image
 import packer
 from packer import storage
 from packer.cli import main
+from packer.cli.report import reason_kind
 from packer.errors import PackError, SourceError, StorageError
-from packer.report import reason_kind
 from packer.synthetic import color_mask, make_classification, make_segmentation, shapes_scene
 from tests.fixtures.corpus import write_classification_corpus
 from tests.fixtures.packs import REPO

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 import packer
-import packer.verify
 from packer.errors import PackError
 from packer.packing import make_plan, schedule
 from packer.packing.convert import Converter

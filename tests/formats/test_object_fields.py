@@ -168,7 +168,7 @@ def test_gzip_tfrecords_stream_the_same_objects(packs, tmp_path):
     for want, got in zip(targets(packs["npy"]), targets(gz.root), strict=True):
         np.testing.assert_allclose(got["boxes"], want["boxes"], atol=1e-4)
         np.testing.assert_array_equal(got["masks"], want["masks"])
-    from packer.preview import save
+    from packer.cli.preview import save
 
     shown = save(gz.root, tmp_path / "grid.png", count=3)  # in file order, objects drawn
     assert shown.path.is_file() and "the first 3" in shown.text

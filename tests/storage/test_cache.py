@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 import packer
-import packer.verify
 from packer import storage
 from packer.reading.loader import Loader
 from packer.storage import cache as shard_cache

@@ -15,8 +15,8 @@ import time
 import pytest
 
 import packer
-import packer.verify
 from packer import storage
+from packer.cli.verify import verify
 from packer.errors import PackError, StorageError
 from tests.fixtures.golden import CASES, GOLDEN, digest
 from tests.fixtures.packs import all_batches, manifest_hashes, same_batches
@@ -41,7 +41,7 @@ def test_pack_to_s3_and_read_back_gives_the_local_bytes(s3, bucket, golden_sourc
             local = all_batches(tmp_path / "local", split=split, shuffle=shuffle, shuffle_window=4)
             assert same_batches(remote, local)
     assert packer.open(url)["train"].source(0) == packer.open(tmp_path / "local")["train"].source(0)
-    assert packer.verify.verify(url) == []
+    assert verify(url) == []
 
 
 def test_sources_read_from_s3_give_the_local_bytes(s3, bucket, golden_sources, tmp_path):

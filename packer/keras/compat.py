@@ -14,7 +14,7 @@ from typing import Any
 
 import keras
 
-from .errors import FrameworkVersionError, PackError
+from ..errors import FrameworkVersionError, PackError
 
 SUPPORTED = ((3, 12), (4, 0))  # Keras versions tested (scripts/compat.sh): >= first, < second
 

@@ -16,14 +16,11 @@ from dataclasses import dataclass
 import keras
 import numpy as np
 
-from .augment import Augment
-from .keras_backup import BackupAndRestore
-from .options import option
-from .reading.loader import Loader
-from .reading.options import BATCH_SIZE, SPLIT, LoaderOptions, takes
-from .reading.pipeline import Pipeline, asking_threads
-
-__all__ = ["BackupAndRestore", "PackedSequence"]
+from ..augment import Augment
+from ..options import option
+from ..reading.loader import Loader
+from ..reading.options import BATCH_SIZE, SPLIT, LoaderOptions, takes
+from ..reading.pipeline import Pipeline, asking_threads
 
 
 @dataclass(frozen=True)

@@ -30,14 +30,14 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
-from . import torch_compat, torch_device
-from .augment import Augment
-from .reading import gather, handoff
-from .reading.loader import Loader
-from .reading.options import BATCH_SIZE, SPLIT, takes
-from .reading.position import ENCODED_LENGTH, Pass
-from .torch_options import TARGET_DTYPES, IterableOptions, TorchOptions
-from .torch_pinning import pin_slots as pin_slots  # re-exported: packer.torch.pin_slots
+from ..augment import Augment
+from ..reading import gather, handoff
+from ..reading.loader import Loader
+from ..reading.options import BATCH_SIZE, SPLIT, takes
+from ..reading.position import ENCODED_LENGTH, Pass
+from . import compat as torch_compat
+from . import device as torch_device
+from .options import TARGET_DTYPES, IterableOptions, TorchOptions
 
 
 def _target_dtype(name: str | torch.dtype | None, one_hot: bool) -> np.dtype:

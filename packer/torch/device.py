@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from .augment import torch_exec
-from .augment.params import AugmentParams
-from .reading.transforms import Normalizer
+from ..augment import torch_exec
+from ..augment.params import AugmentParams
+from ..reading.transforms import Normalizer
 
 
 def distributed(rank: int | None, world_size: int | None) -> tuple[int, int]:

@@ -13,15 +13,16 @@ import sys
 
 import click
 
-from . import engines, packing, report
-from .cli_params import declared_options, existing, format_options, location
-from .errors import PackError
-from .flags import command_line_wording
-from .formats import FORMATS
-from .packing import preflight
-from .packing.ledger import Ledger
-from .packing.options import OUT, PLAN_OPTIONS, RUN_OPTIONS, SIZE, by_stage
-from .reading.dataset import open_dataset
+from .. import engines, packing
+from ..errors import PackError
+from ..flags import command_line_wording
+from ..formats import FORMATS
+from ..packing import preflight
+from ..packing.ledger import Ledger
+from ..packing.options import OUT, PLAN_OPTIONS, RUN_OPTIONS, SIZE, by_stage
+from ..reading.dataset import open_dataset
+from . import report
+from .params import declared_options, existing, format_options, location
 from .verify import verify
 
 SHOW_DEFAULTS = {"show_default": True}

@@ -30,8 +30,8 @@ from typing import Any
 
 import keras
 
-from . import keras_compat
-from .errors import ReorderError
+from ..errors import ReorderError
+from . import compat as keras_compat
 
 _WEIGHTS, _METADATA = "model.weights.h5", "training_metadata.json"
 

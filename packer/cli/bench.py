@@ -19,12 +19,12 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from .errors import PackError, StorageError
-from .flags import flag
-from .reading.dataset import PackedDataset, Split
-from .reading.loader import Loader
-from .reading.mixture import Mixture, is_mixture_file
-from .schema import record_bytes
+from ..errors import PackError, StorageError
+from ..flags import flag
+from ..reading.dataset import PackedDataset, Split
+from ..reading.loader import Loader
+from ..reading.mixture import Mixture, is_mixture_file
+from ..schema import record_bytes
 
 GB = 1e9
 

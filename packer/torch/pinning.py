@@ -20,8 +20,8 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from .reading import handoff
-from .reading.ring import Memory
+from ..reading import handoff
+from ..reading.ring import Memory
 
 _enabled = [True]
 

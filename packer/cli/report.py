@@ -6,11 +6,11 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from .packing.plan import PackPlan
-from .packing.preflight import DECODE_ONLY
-from .reading.dataset import PackedDataset
+from ..packing.plan import PackPlan
+from ..packing.preflight import DECODE_ONLY
+from ..reading.dataset import PackedDataset
+from ..sources import Rejection, mask_files
 from .report_objects import dropped_lines, object_lines
-from .sources import Rejection, mask_files
 
 _SHOWN = 10
 _CLASSES_SHOWN = 40

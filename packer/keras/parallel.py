@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from .reading.pipeline import Pipeline, asking_threads
+from ..reading.pipeline import Pipeline, asking_threads
 
 _HOOKS = ("on_epoch_begin", "on_epoch_end")
 

@@ -14,7 +14,7 @@ import sys
 import torch
 from torch.utils.data import DistributedSampler, RandomSampler
 
-from .errors import FrameworkVersionError, ReorderError
+from ..errors import FrameworkVersionError, ReorderError
 
 SUPPORTED = ((2, 1), (3, 0))  # torch versions tested (scripts/compat.sh): >= first, < second
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .options import again, option
-from .reading.options import LoaderOptions
+from ..options import again, option
+from ..reading.options import LoaderOptions
 
 if TYPE_CHECKING:
     import torch  # the types of two options; only packer.torch imports torch itself
@@ -20,7 +20,7 @@ TARGET_DTYPES = ("uint8", "int16", "int32", "int64", "float16", "float32")
 @dataclass(frozen=True)
 class TorchOptions(LoaderOptions):
     """`packer.torch`'s own options, besides the readers' (`reading.options`); unless given,
-    the ranks come from torch.distributed (see torch_device.distributed)."""
+    the ranks come from torch.distributed (see device.distributed)."""
 
     rank: int | None = again(
         LoaderOptions, "rank", None, shown="torch.distributed's rank when it is initialised, else 0"

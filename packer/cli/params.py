@@ -9,11 +9,11 @@ from pathlib import Path
 
 import click
 
-from . import storage
-from .errors import PackError
-from .formats import all_options
-from .options import Option
-from .sources import parse_split_spec
+from .. import storage
+from ..errors import PackError
+from ..formats import all_options
+from ..options import Option
+from ..sources import parse_split_spec
 
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9}
 _UNITS |= {"gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from . import manifest, storage
-from .packing.ledger import Ledger
+from .. import manifest, storage
+from ..packing.ledger import Ledger
 
 
 def verify(root: str | os.PathLike, progress: bool = False, sources: bool = False) -> list[str]:

@@ -8,7 +8,7 @@ semantics) and a prefetch:
   decoded and reshaped in one vectorised step per batch.
 - random access (npy and recordio packs; uncompressed tfrecord with `stream=False`): shuffled
   batches of sample indices, each read by the format's shard readers, in the pipeline's one
-  `tf.numpy_function` (see tf_indexed), into 64-byte aligned arrays that TensorFlow adopts
+  `tf.numpy_function` (see indexed), into 64-byte aligned arrays that TensorFlow adopts
   without a copy.
 
 Multi-worker training gives each input pipeline its share through `tf.distribute`:
@@ -35,16 +35,16 @@ from dataclasses import dataclass
 
 import tensorflow as tf
 
-from .augment import Augment
-from .formats import tfrecord, tfrecord_parse
-from .manifest import OBJECT_TASKS
-from .options import again, option
-from .reading.dataset import Split
-from .reading.loader import check_augment_fits
-from .reading.mixture_read import open_split
-from .reading.options import BATCH_SIZE, SPLIT, ReaderOptions, batch_size_of, takes
-from .reading.transforms import BatchTransform
-from .tf_indexed import Order, indexed
+from ..augment import Augment
+from ..formats import tfrecord, tfrecord_parse
+from ..manifest import OBJECT_TASKS
+from ..options import again, option
+from ..reading.dataset import Split
+from ..reading.loader import check_augment_fits
+from ..reading.mixture import open_split
+from ..reading.options import BATCH_SIZE, SPLIT, ReaderOptions, batch_size_of, takes
+from ..reading.transforms import BatchTransform
+from .indexed import Order, indexed
 
 Decoder = Callable[[tf.Tensor], dict[str, tf.Tensor]]
 

@@ -17,12 +17,12 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from . import storage
-from .errors import PackError, StorageError
-from .labels import preview_colors
+from .. import storage
+from ..errors import PackError, StorageError
+from ..labels import preview_colors
+from ..reading.dataset import PackedDataset, Split
+from ..reading.mixture import Mixture, is_mixture_file
 from .preview_objects import draw_objects
-from .reading.dataset import PackedDataset, Split
-from .reading.mixture import Mixture, is_mixture_file
 
 TILE_WIDTH = 240
 CAPTION = 16

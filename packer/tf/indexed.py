@@ -22,11 +22,11 @@ from dataclasses import dataclass
 import numpy as np
 import tensorflow as tf
 
-from .augment import Augment, tf_exec
-from .reading.loader import Loader
-from .reading.position import Pass
-from .reading.transforms import BatchTransform
-from .schema import Field, fixed
+from ..augment import Augment, tf_exec
+from ..reading.loader import Loader
+from ..reading.position import Pass
+from ..reading.transforms import BatchTransform
+from ..schema import Field, fixed
 
 
 @dataclass(frozen=True)
