@@ -53,6 +53,7 @@ class PackConfig:
     unknown_colors: str  # "ignore": map to ignore_index and report; "error": stop the pack
     max_pixels: int
     format_options: dict
+    min_box_size: float = 0.0  # objects narrower or lower than this (pixels) are dropped
 
 
 DROPPED = "dropped objects"  # a record's key for its objects left out (never a field)
@@ -236,7 +237,11 @@ class Converter:
         except (ImageError, LabelError, OSError) as exc:
             raise SampleError(mask_key(recipe), str(exc)) from exc
         record, geometry = object_record(
-            objects, image.source_size, image.placement, self.config.task == "instances"
+            objects,
+            image.source_size,
+            image.placement,
+            self.config.task == "instances",
+            self.config.min_box_size,
         )
         dropped = [_dropped(p, recipe) for p in problems]
         dropped += [{"path": sample.image, "object": i, "reason": why} for i, why in geometry]
