@@ -13,6 +13,8 @@ from packer.reading.objects import Padder
 from packer.schema import Field
 from tests.fixtures.detection import make_detection_coco
 
+pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
+
 
 def test_any_ragged_field_is_padded_by_its_own_shape_and_dtype():
     fields = (Field("points", (2, 2), "<f4", ragged=True), Field("ids", (), "<i2", ragged=True))
