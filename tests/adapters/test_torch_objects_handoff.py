@@ -118,3 +118,19 @@ def test_the_old_way_would_be_seen(pack, torch_rebuilds):
     list(DataLoader(PerImageTensors(), batch_size=None, num_workers=1))
     assert "rebuild_tensor" in torch_rebuilds
     assert np.isin(["rebuild_storage_fd", "rebuild_storage_filename"], torch_rebuilds).any()
+
+
+def test_a_mixture_of_object_packs_crosses_the_slots_too(pack, tmp_path, torch_rebuilds):
+    """Two packs (npy and TFRecord, one relabelled by its table) mixed: the same fields."""
+    other = make_detection_coco(tmp_path / "coco")
+    task = packer.open(pack).manifest["task"]
+    second = packer.pack(other, out=tmp_path / "t", format="tfrecord", size=SIZE, task=task)
+    mix = packer.Mixture([packer.Stream(pack), packer.Stream(second.root, repeat=2)])
+    dataset = packer.torch.PackedDataset(mix, "train", batch_size=4, seed=3)
+    alone = epoch(dataset, 0)
+    torch_rebuilds.clear()
+    handed = epoch(dataset, 2)
+    assert torch_rebuilds == []
+    for (images, targets), (want_images, want) in zip(handed, alone, strict=True):
+        assert torch.equal(images, want_images)
+        same_targets(targets, want)
