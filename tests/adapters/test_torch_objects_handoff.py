@@ -134,3 +134,14 @@ def test_a_mixture_of_object_packs_crosses_the_slots_too(pack, tmp_path, torch_r
     for (images, targets), (want_images, want) in zip(handed, alone, strict=True):
         assert torch.equal(images, want_images)
         same_targets(targets, want)
+
+
+def test_the_streaming_dataset_hands_objects_over_alike(pack, torch_rebuilds):
+    dataset = packer.torch.PackedIterable(pack, "train", batch_size=2, seed=1)
+    alone = epoch(dataset, 0)
+    torch_rebuilds.clear()
+    handed = epoch(dataset, 2)
+    assert torch_rebuilds == [] and len(handed) == len(alone)
+    for (images, targets), (want_images, want) in zip(handed, alone, strict=True):
+        assert torch.equal(images, want_images)
+        same_targets(targets, want)
