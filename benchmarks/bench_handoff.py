@@ -2,9 +2,9 @@
 pack of the same images, side by side in one run (issue 37, part 4).
 
 Per scene (image size x objects per image), the same synthetic PNGs are packed three ways
-(npy): images only (one class folder: a class id per image), detection (YOLO box rows) and
-instances (YOLO polygons: per-object masks). Each pack is read as shuffled batches of
-`--batch` by
+(npy): images only (one class folder: a class id per image), detection (a YOLO-seg folder of
+rectangles packed with `task="detection"`: their boxes) and instances (the same folder: boxes
+and per-object masks). Each pack is read as shuffled batches of `--batch` by
 
   torch, 0 workers   `packer.torch.PackedDataset` in `DataLoader(batch_size=None)`
   torch, 2 workers   the same with `num_workers=2, persistent_workers=True`: every field of a
@@ -14,11 +14,10 @@ instances (YOLO polygons: per-object masks). Each pack is read as shuffled batch
 
 in interleaved rounds (the order rotating), the pack's files read once before each run. The
 table gives img/s and each reading's ratio to the images-only pack read the same way in the
-same round (median and range over rounds; target >= 0.9); for torch with 2 workers also to
-the same pack with 0 workers. Instances batches carry one
-uint8 H x W mask per object, unpacked from bits: at 57 objects an image that is 19 times the
-image's own bytes, so their ratio measures the masks' bytes, not the hand-off; the "/ 0
-workers" column shows what the hand-off itself costs (2 workers / 0 workers of the same pack).
+same round (median and range over rounds; target >= 0.9) and, for torch with 2 workers, to
+the same pack read with 0 workers (what the hand-off itself costs). Instances batches carry
+one uint8 H x W mask per object, unpacked from bits: at 57 objects an image that is 19 times
+the image's own bytes, so their ratio measures the masks' bytes, not the hand-off.
 
     python benchmarks/bench_handoff.py [--images 256] [--batch 32] [--rounds 3] [--seconds 0.5]
         [--scenes 128x128:4,128x128:57,320x240:4,320x240:57] [--readers torch0,torch2,keras2]
