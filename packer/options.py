@@ -27,6 +27,7 @@ from .flags import flag, on_command_line
 KINDS = (
     "text",  # a string
     "int",  # an integer within `range`
+    "number",  # a real number (an int or a float) within `range`
     "choice",  # one of `choices`
     "switch",  # --name/--no-name, True or False
     "flag",  # --name, off unless given
@@ -81,6 +82,8 @@ class Option:
             raise TypeError(f"option {self.name!r}: a choice's default is one of its choices")
         if self.kind == "int" and self.default is not None and not self._integer(self.default):
             raise TypeError(f"option {self.name!r}: an int's default is an integer in its range")
+        if self.kind == "number" and self.default is not None and not self._number(self.default):
+            raise TypeError(f"option {self.name!r}: a number's default is a number in its range")
         if self.kind in ("switch", "flag") and not isinstance(self.default, bool | None):
             raise TypeError(f"option {self.name!r}: a switch's default is True or False")
 
@@ -94,6 +97,10 @@ class Option:
             low, high = self.range or (None, None)
             span = f"{low}..{high}" if high is not None else f"{low} or more"
             raise OptionError(f"{flag(self.name, value)}: expected an integer, {span}")
+        if self.kind == "number" and not self._number(value):
+            low, high = self.range or (None, None)
+            span = f"{low}..{high}" if high is not None else f"{low} or more"
+            raise OptionError(f"{flag(self.name, value)}: expected a number, {span}")
         if self.kind in ("switch", "flag") and not isinstance(value, bool):
             raise OptionError(f"{flag(self.name, value)}: expected True or False")
         return value
@@ -101,6 +108,14 @@ class Option:
     def _integer(self, value: Any) -> bool:
         if not isinstance(value, int) or isinstance(value, bool):
             return False
+        return self._within(value)
+
+    def _number(self, value: Any) -> bool:
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            return False
+        return value == value and self._within(value)  # NaN is no number of a range
+
+    def _within(self, value: float) -> bool:
         low, high = self.range or (None, None)
         return (low is None or value >= low) and (high is None or value <= high)
 

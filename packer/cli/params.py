@@ -100,6 +100,9 @@ def _click_kind(option: Option) -> dict:
     if kind == "int":
         low, high = option.range or (None, None)
         return {"type": click.IntRange(low, high) if (low, high) != (None, None) else int}
+    if kind == "number":
+        low, high = option.range or (None, None)
+        return {"type": click.FloatRange(low, high) if (low, high) != (None, None) else float}
     if kind in ("file", "folder"):
         return {
             "type": click.Path(

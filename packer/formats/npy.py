@@ -8,7 +8,7 @@ shard's data files; finalising a shard writes the header, syncs, hashes and rena
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -223,9 +223,12 @@ class NpyShardReader:
         self._maps: dict[str, np.ndarray] | None = None
         self._ragged: dict[Field, tuple[np.ndarray, np.ndarray]] | None = None
 
-    def read_ragged(self, local: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
-        """The ragged fields of records `local`: per field every row asked for, sample after
-        sample (one gather and one decode per field), and each sample's row count."""
+    def read_ragged(
+        self, local: np.ndarray, names: Collection[str] | None = None
+    ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """The ragged fields of records `local` (those in `names`, or all): per field every
+        row asked for, sample after sample (one gather and one decode per field), and each
+        sample's row count."""
         if self._ragged is None:
             count = self.count + 1  # plain views of the memmaps: indexing a memmap is slow
             self._ragged = {
@@ -242,6 +245,7 @@ class NpyShardReader:
         fields = {
             f.name: f.decode(values.take(rows, axis=0), copy=False)
             for f, (values, _) in self._ragged.items()
+            if names is None or f.name in names
         }
         return fields, counts
 

@@ -57,6 +57,7 @@ class PackConfig:
     format_options: dict
     conversion: Conversion = AUTO
     image_kinds: ImageKinds | None = None  # the stored kind, from the first images probed
+    min_box_size: float = 0.0  # objects narrower or lower than this (pixels) are dropped
 
 
 DROPPED = "dropped objects"  # a record's key for its objects left out (never a field)
@@ -253,7 +254,11 @@ class Converter:
         except (ImageError, LabelError, OSError) as exc:
             raise SampleError(mask_key(recipe), str(exc)) from exc
         record, geometry = object_record(
-            objects, image.source_size, image.placement, self.config.task == "instances"
+            objects,
+            image.source_size,
+            image.placement,
+            self.config.task == "instances",
+            self.config.min_box_size,
         )
         dropped = [_dropped(p, recipe) for p in problems]
         dropped += [{"path": sample.image, "object": i, "reason": why} for i, why in geometry]

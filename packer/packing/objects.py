@@ -5,11 +5,15 @@ The placement maps a source point (x, y) (continuous pixel coordinates, as boxes
 to (ox + (x - cx0) * w / cw, oy + (y - cy0) * h / ch) of the output: crop (cx0, cy0, cx1,
 cy1) of size cw x ch, resized to w x h and pasted at (ox, oy). EXIF orientation is applied to
 the image before this (objects are in the image as displayed), so the same map holds for both.
-A box is the image of its corners, clipped to the pasted area; an object whose clipped box is
-under `MIN_SIDE` pixels wide or high is dropped with its reason. Masks: each object's 0/1 plane
-at the source size (pycocotools for COCO polygons and RLE, as `COCO.annToMask`; OpenCV's
-`fillPoly` for "fill" polygons, as Ultralytics' `polygon2mask`), then the pack's nearest-
-neighbour crop and resize, then padding with 0.
+A box is the image of its corners, clipped to the pasted area. An object is dropped, with its
+reason, only when that box has no area as stored (float32 x2 <= x1 or y2 <= y1: it lies
+outside the frame, or the source gave it none), as torchvision's detection reference,
+Detectron2 and Ultralytics keep every other box; or, when the pack asks for `min_box_size`,
+when it is narrower or lower than that, within `SIZE_SLACK` of the box's coordinates (float32
+source pixels, as YOLO's are computed, make an exactly 1 px object 0.99997 px). Masks: each
+object's 0/1 plane at the source size (pycocotools for COCO polygons and RLE, as
+`COCO.annToMask`; OpenCV's `fillPoly` for "fill" polygons, as Ultralytics' `polygon2mask`),
+then the pack's nearest-neighbour crop and resize, then padding with 0.
 """
 
 from __future__ import annotations
@@ -24,7 +28,9 @@ from ..imaging import Placement
 from ..imaging.geometry import nearest_indices
 from ..sources import SourceObject
 
-MIN_SIDE = 1.0  # pixels: smaller boxes (after the geometry) are dropped, and counted
+# A side counts as at least `min_box_size` within this fraction of its box's largest coordinate
+# (source and output): float32 coordinates carry 6e-8 of it, twice for a side; 80x that margin.
+SIZE_SLACK = 1e-5
 
 
 def place_boxes(boxes: np.ndarray, placement: Placement) -> np.ndarray:
@@ -77,19 +83,16 @@ def object_record(
     source_size: tuple[int, int],
     placement: Placement,
     instances: bool,
+    min_box_size: float = 0.0,
 ) -> tuple[dict[str, np.ndarray], list[tuple[int, str]]]:
-    """The object fields of one sample, and the objects dropped: (index among `objects`, why)."""
+    """The object fields of one sample, and the objects dropped: (index among `objects`, why).
+    Objects whose placed box has no area leave; with `min_box_size`, smaller ones too."""
     boxes = np.array([o.box for o in objects], np.float64).reshape(-1, 4)
-    placed = place_boxes(boxes, placement)
-    sides = np.minimum(placed[:, 2] - placed[:, 0], placed[:, 3] - placed[:, 1])
-    keep = sides >= MIN_SIDE
-    dropped = [
-        (i, "outside the frame" if sides[i] <= 0 else f"under {MIN_SIDE:g} px")
-        for i in np.flatnonzero(~keep).tolist()
-    ]
+    placed = place_boxes(boxes, placement).astype(np.float32)
+    keep, dropped = _kept(boxes, placed, placement, min_box_size)
     kept = [o for o, k in zip(objects, keep.tolist(), strict=True) if k]
     record = {
-        "boxes": placed[keep].astype(np.float32),
+        "boxes": placed[keep],
         "labels": np.array([o.label for o in kept], np.int32),
         "iscrowd": np.array([o.crowd for o in kept], np.uint8),
         "difficult": np.array([o.difficult for o in kept], np.uint8),
@@ -102,6 +105,31 @@ def object_record(
             dropped.append((int(np.flatnonzero(keep)[i]), reason))
         record = {k: v[good] for k, v in record.items()} | {"masks": masks[good]}
     return record, dropped
+
+
+def _kept(
+    boxes: np.ndarray, placed: np.ndarray, placement: Placement, min_box_size: float
+) -> tuple[np.ndarray, list[tuple[int, str]]]:
+    """Which placed boxes (float32, as stored) stay, and why each other one leaves: no area
+    (compared, not subtracted, so no rounding decides it), or under `min_box_size` pixels."""
+    area = (placed[:, 2] > placed[:, 0]) & (placed[:, 3] > placed[:, 1])
+    wide = placed.astype(np.float64)
+    sides = np.minimum(wide[:, 2] - wide[:, 0], wide[:, 3] - wide[:, 1])
+    large = np.ones(len(placed), bool)
+    if min_box_size > 0:
+        x0, y0, x1, y1 = placement.crop
+        scale = max(placement.scaled[0] / (x1 - x0), placement.scaled[1] / (y1 - y0))
+        source = np.abs(boxes).max(axis=1, initial=1.0) * scale  # its rounding, scaled
+        reach = np.maximum(source, np.abs(placed).max(axis=1, initial=1.0))
+        large = sides >= min_box_size - SIZE_SLACK * reach
+    keep = area & large
+    source_area = (boxes[:, 2] > boxes[:, 0]) & (boxes[:, 3] > boxes[:, 1])
+    why = {True: "outside the frame", False: "no area in the source (x2 <= x1 or y2 <= y1)"}
+    dropped = [
+        (i, why[bool(source_area[i])] if not area[i] else f"under {min_box_size:g} px")
+        for i in np.flatnonzero(~keep).tolist()
+    ]
+    return keep, dropped
 
 
 def _masks(

@@ -159,6 +159,14 @@ class PlanOptions(Options):
         choices=CROWDS,
     )
 
+    min_box_size: float = option(
+        0.0,
+        "Detection/instances: drop objects whose box, after the geometry, is under this many "
+        "pixels wide or high (counted in the summary); 0 keeps every object with an area.",
+        kind="number",
+        range=(0, None),
+    )
+
     ignore_class: Sequence[str] = option(
         (),
         "A class whose pixels become --ignore-index; the rest keep their order (repeatable).",

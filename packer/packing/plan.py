@@ -273,6 +273,8 @@ def make_plan(
         "unknown_colors": o.unknown_colors,
         "max_pixels": o.max_pixels,
         **({"root": str(o.root)} if o.root is not None else {}),  # only when given: old packs match
+        # Object packs only: what decides which objects stay (a pack before it kept none under 1 px)
+        **({"min_box_size": o.min_box_size} if found.task in OBJECT_TASKS else {}),
         **annotations.to_options(),
         **({"class_mapping": mapping.to_json()} if mapping else {}),
         **fmt_options,
@@ -291,6 +293,7 @@ def make_plan(
         format_options=fmt_options,
         conversion=conversion,
         image_kinds=kinds,
+        min_box_size=o.min_box_size,
     )
     shards = plan_shards(found.samples, o.seed, record_bytes(fields), o.shard_size)
     fingerprint = _fingerprint(recorded, found)

@@ -9,6 +9,7 @@ pack each shard's files are fetched into the local cache before its first read.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Collection
 from typing import Any, Protocol
 
 import numpy as np
@@ -110,10 +111,13 @@ class BatchReader:
             for a, b in itertools.pairwise(bounds)
         ]
 
-    def ragged(self, indices: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
-        """The ragged fields of sorted `indices` as one array per field (every row, sample
-        after sample) and each sample's row count."""
+    def ragged(
+        self, indices: np.ndarray, names: Collection[str] | None = None
+    ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """The ragged fields of sorted `indices` (those in `names`, or all) as one array per
+        field (every row, sample after sample) and each sample's row count."""
         order = np.asarray(indices, dtype=np.int64)
+        wanted = [f.name for f in self.object_fields if names is None or f.name in names]
         parts, counts = [], []
         for shard, start, stop in self._runs(order):
             local = order[start:stop] - self.split.offsets[shard]
@@ -121,19 +125,19 @@ class BatchReader:
                 self.cache.ensure(self._data_files(shard))
             reader = self.shards[shard]
             if hasattr(reader, "read_ragged"):
-                found, found_counts = reader.read_ragged(local)
+                found, found_counts = reader.read_ragged(local, names)
             else:  # formats that parse records one by one
                 samples = reader.read_objects(local)
-                found_counts = np.array([len(s["labels"]) for s in samples], np.int64)
-                found = {f.name: [s[f.name] for s in samples] for f in self.object_fields}
+                first = self.object_fields[0].name  # every ragged field has a row per object
+                found_counts = np.array([len(s[first]) for s in samples], np.int64)
+                found = {k: [s[k] for s in samples] for k in wanted}
                 found = {k: np.concatenate([self._empty(k), *v]) for k, v in found.items()}
             parts.append(found)
             counts.append(found_counts)
         if len(parts) == 1:
             return parts[0], counts[0]
-        names = [f.name for f in self.object_fields]
         return (
-            {k: np.concatenate([self._empty(k)] + [p[k] for p in parts]) for k in names},
+            {k: np.concatenate([self._empty(k)] + [p[k] for p in parts]) for k in wanted},
             np.concatenate([np.zeros(0, np.int64), *counts]),
         )
 

@@ -12,17 +12,19 @@ place in the epoch's global order and restore it exactly, in any layout.
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import ManifestError
 from ..manifest import OBJECT_TASKS
+from ..schema import ragged as ragged_fields
 from ..schema import record_bytes
 from .dataset import PackedDataset, Split
 from .mixture import Mixture, open_split
 from .mixture_read import MixedSplit
-from .objects import Padder
+from .objects import PADDED, Padder
 from .options import BATCH_SIZE, SPLIT, LoaderOptions, batch_size_of, takes
 from .position import Pass, agreed
 from .sampler import Sampler, larger_than_ram, window_length
@@ -122,7 +124,8 @@ class Loader:
                 f"one_hot=True does not apply to the objects of this {dataset.task} pack: its "
                 "targets are boxes, labels and per-object masks (read them without it)"
             )
-        self.padder = Padder(o.max_boxes)
+        padded = [f for f in ragged_fields(dataset.fields) if f.name in PADDED]
+        self.padder = Padder(o.max_boxes, padded)
         self.transform = BatchTransform(dataset.manifest, o.normalize, o.one_hot)
         self._prefetched: set[tuple[Pass, int]] = set()
 
@@ -211,27 +214,31 @@ class Loader:
         return self.transform(arrays)
 
     def ragged_targets(
-        self, index: int, epoch: int | None = None
+        self, index: int, epoch: int | None = None, names: Collection[str] | None = None
     ) -> tuple[dict[str, np.ndarray], np.ndarray]:
-        """The same targets as one array per field (every object, sample after sample) and
-        each sample's object count."""
-        return self.split.reader.ragged(np.sort(self.indices(index, epoch)))
+        """The same targets as one array per field (every object, sample after sample; the
+        fields in `names`, or all) and each sample's object count."""
+        return self.split.reader.ragged(np.sort(self.indices(index, epoch)), names)
 
     def objects_batch(
-        self, index: int, epoch: int | None = None, raw: bool = False
+        self,
+        index: int,
+        epoch: int | None = None,
+        raw: bool = False,
+        names: Collection[str] | None = None,
     ) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
         """A detection pack's batch `index` at once: images (augmented and normalised as
         asked, or as stored with `raw`), one array per object field (every object, sample
         after sample) and each sample's object count, in ascending sample index. Augmentation
         moves the boxes and per-object masks with the images and drops the objects it pushes
-        out."""
+        out. Only the ragged fields in `names` are read, when given."""
         p = self.pass_of(epoch)
         indices = np.sort(self.sampler.batch(p, index))
         if self.sampler.shuffle == "windows":
             self._prefetch_windows(p, index)
         reader = self.split.reader
         images = reader.read(indices)["images"]
-        fields, counts = reader.ragged(indices)
+        fields, counts = reader.ragged(indices, names)
         if raw:
             return images, fields, counts
         if self.augment is not None:
@@ -245,8 +252,9 @@ class Loader:
         return self.transform.normalizer(images), fields, counts
 
     def padded_batch(self, index: int, epoch: int | None = None) -> tuple[np.ndarray, dict]:
-        """`(images, {"boxes": [B,max_boxes,4], "labels": [B,max_boxes]})` padded with -1."""
-        images, fields, counts = self.objects_batch(index, epoch)
+        """`(images, {"boxes": [B,max_boxes,4], "labels": [B,max_boxes]})` padded with -1: the
+        padder's fields, the only ones read."""
+        images, fields, counts = self.objects_batch(index, epoch, names=self.padder.names)
         return images, self.padder(fields, counts)
 
     def draw(self, index: int, epoch: int | None = None) -> AugmentParams:
@@ -289,7 +297,8 @@ def ragged(
     targets: list[dict[str, np.ndarray]], like: dict[str, np.ndarray]
 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Per-sample dicts back to ragged fields (each as `like`'s dtype) and object counts."""
-    counts = np.array([len(t["labels"]) for t in targets], np.int64)
+    first = next(iter(like), None)  # every ragged field has a row per object
+    counts = np.array([len(t[first]) if first else 0 for t in targets], np.int64)
     fields = {
         name: np.concatenate([np.asarray(t[name], values.dtype) for t in targets])
         if targets

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import os
+from collections.abc import Collection
 from functools import cached_property
 from typing import Any, Protocol
 
@@ -224,17 +225,19 @@ class MixedReader:
                 array[...] = array[inverse]
         return out
 
-    def ragged(self, indices: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
-        """A detection mixture's object fields of the ids `indices` (ascending id order), one
-        array per field, every object sample after sample, and each sample's object count;
-        labels looked up where a pack's table differs."""
+    def ragged(
+        self, indices: np.ndarray, names: Collection[str] | None = None
+    ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """A detection mixture's object fields of the ids `indices` (ascending id order; those
+        in `names`, or all), one array per field, every object sample after sample, and each
+        sample's object count; labels looked up where a pack's table differs."""
         order = np.sort(np.asarray(indices, np.int64))
         _, pack, sample = self.plan.locate(order)
         parts, counts = [], []
         for k in np.unique(pack).tolist():  # ascending ids: pack after pack
             first, last = np.searchsorted(pack, [k, k + 1])
-            fields, found = self.readers[k].ragged(sample[first:last])
-            if self.tables[k] is not None:
+            fields, found = self.readers[k].ragged(sample[first:last], names)
+            if self.tables[k] is not None and "labels" in fields:
                 fields = {**fields, "labels": fields["labels"].copy()}  # maybe a mapped view
                 relabel(fields, self.tables[k], ("labels",))
             parts.append(fields)

@@ -4,34 +4,51 @@ arrays (KerasHub's), with the objects padding cuts counted, never silently lost.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 
 import numpy as np
 
+from ..schema import Field
+
 PAD = -1  # KerasHub's padding of boxes and labels
+# The ragged fields the padded readers (PackedSequence, packer.tf) yield: KerasHub's
+# bounding-box dict. The others (per-object masks: max_boxes planes an image) are not read.
+PADDED = ("boxes", "labels")
 
 
 class Padder:
-    """Per-sample targets -> `{"boxes": float32 [B,max_boxes,4], "labels": int32
-    [B,max_boxes]}` padded with -1; `cut` counts the objects that did not fit, and the first
+    """Per-sample rows of ragged fields -> one `[B, max_boxes, *row]` array per field (of its
+    own dtype), padded with -1; `cut` counts the objects that did not fit, and the first
     batch that cuts any warns once, naming the option."""
 
-    def __init__(self, max_boxes: int) -> None:
+    def __init__(self, max_boxes: int, fields: Sequence[Field] = ()) -> None:
         if not isinstance(max_boxes, int) or isinstance(max_boxes, bool) or max_boxes < 1:
             raise ValueError(f"max_boxes must be a positive integer, not {max_boxes!r}")
         self.max_boxes = max_boxes
+        self.fields = tuple(fields)  # the ragged fields padded, in the pack's order
         self.cut = 0
 
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.fields)
+
+    def padded_fields(self) -> tuple[Field, ...]:
+        """The padded arrays as fields of one batch row: `[max_boxes, *row]` each."""
+        return tuple(Field(f.name, (self.max_boxes, *f.shape), f.dtype) for f in self.fields)
+
     def __call__(self, fields: dict[str, np.ndarray], counts: np.ndarray) -> dict[str, np.ndarray]:
-        """Padded targets of a batch's ragged fields (every row, sample after sample) and
+        """Padded arrays of a batch's ragged fields (every row, sample after sample) and
         each sample's row count."""
         batch = len(counts)
-        boxes = np.full((batch, self.max_boxes, 4), PAD, np.float32)
-        labels = np.full((batch, self.max_boxes), PAD, np.int32)
         row = np.repeat(np.arange(batch), counts)
         place = np.arange(len(row)) - np.repeat(np.cumsum(counts) - counts, counts)
         keep = place < self.max_boxes
-        boxes[row[keep], place[keep]] = fields["boxes"][keep]
-        labels[row[keep], place[keep]] = fields["labels"][keep]
+        rows, places = row[keep], place[keep]
+        padded = {}
+        for f in self.fields:
+            out = np.full((batch, self.max_boxes, *f.shape), np.array(PAD).astype(f.dtype))
+            out[rows, places] = fields[f.name][keep]
+            padded[f.name] = out
         cut = int((~keep).sum())
         if cut:
             if not self.cut:
@@ -41,4 +58,4 @@ class Padder:
                     stacklevel=3,
                 )
             self.cut += cut
-        return {"boxes": boxes, "labels": labels}
+        return padded

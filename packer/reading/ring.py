@@ -74,12 +74,23 @@ def lay_out(specs: Iterable[tuple[tuple, Any]]) -> Layout:
     that string, which pickles several times faster than the dtype."""
     layout, end = [], 0
     for shape, dtype in specs:
-        dtype = np.dtype(dtype)
+        try:
+            given, size = _spelled(dtype)
+        except TypeError:  # a spelling that cannot be a cache key (a list of fields)
+            given, size = _spelled.__wrapped__(dtype)
         offset = -(-end // ALIGN) * ALIGN
-        exact = dtype.metadata is None and np.dtype(dtype.str) == dtype
-        layout.append((offset, tuple(shape), dtype.str if exact else dtype))
-        end = offset + math.prod(shape) * dtype.itemsize
+        layout.append((offset, tuple(shape), given))
+        end = offset + math.prod(shape) * size
     return layout
+
+
+@functools.lru_cache(maxsize=256)
+def _spelled(dtype: Any) -> tuple[str | np.dtype, int]:
+    """A dtype as a layout gives it (its string when that names it exactly) and its item
+    size; cached, since making and comparing dtypes costs microseconds a batch."""
+    dtype = np.dtype(dtype)
+    exact = dtype.metadata is None and np.dtype(dtype.str) == dtype
+    return (dtype.str if exact else dtype), dtype.itemsize
 
 
 def extent(layout: Layout) -> int:

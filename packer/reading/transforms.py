@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .objects import PADDED
+
 NORMALIZE_MODES = (None, "unit", "dataset")
 
 
@@ -74,7 +76,7 @@ def target_field(task: str) -> str:
 
 def targets_of(arrays: dict, target: str):
     """The targets of a batch's arrays: one field's, or the padded objects' dict."""
-    return {k: arrays[k] for k in ("boxes", "labels")} if target == "objects" else arrays[target]
+    return {k: arrays[k] for k in PADDED} if target == "objects" else arrays[target]
 
 
 class BatchTransform:

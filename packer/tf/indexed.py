@@ -162,10 +162,7 @@ class Passes:
         self.keys = keys
         self.fields = fixed(loader.dataset.fields)
         if loader.objects:  # the padded targets, read beside the images
-            self.fields += (
-                Field("boxes", (loader.padder.max_boxes, 4), "<f4"),
-                Field("labels", (loader.padder.max_boxes,), "<i4"),
-            )
+            self.fields += loader.padder.padded_fields()
         self.ends_early = False  # whether an empty batch ends a pass (see `fetch`)
         self._lock = threading.Lock()
         self._next = self._current = loader.epoch
@@ -211,7 +208,9 @@ class Passes:
     def _read(self, epoch: int, index: int) -> list[np.ndarray]:
         arrays = self.loader.read(index, epoch=epoch)  # ascending index order
         if self.loader.objects:
-            arrays = {**arrays, **self.loader.padder(*self.loader.ragged_targets(index, epoch))}
+            padder = self.loader.padder
+            targets = self.loader.ragged_targets(index, epoch, padder.names)
+            arrays = {**arrays, **padder(*targets)}
         out = [arrays[f.name] for f in self.fields]
         if self.keys:
             out += [np.sort(self.loader.indices(index, epoch)), np.array(epoch, np.int64)]

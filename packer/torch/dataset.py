@@ -144,6 +144,10 @@ class _Packed:
         if worker is not None:
             gather.share_cores(worker.num_workers)  # the workers share the cores
         if self.loader.objects:  # per image a dict of tensors, torchvision's detection input
+            if worker is not None and handoff.AVAILABLE:
+                handed = self._objects_into_slot(index)
+                if handed is not None:
+                    return handed
             return torch_device.detection_batch(self.loader, index, self.layout, self._finish)
         if self._finish is not None:
             return self._raw_batch(index)
@@ -177,6 +181,38 @@ class _Packed:
         arrays = self.loader.read(index)
         targets = arrays[self.loader.transform.target]
         return torch_device.from_arrays([arrays["images"], targets], params, self._finish)
+
+    def _objects_into_slot(self, index: int) -> _Handed | None:
+        """A detection batch in a free slot: the images, each image's object count and every
+        ragged field as one array of all the batch's rows (values + counts), to be split per
+        image where it lands, so that no per-image tensor crosses on its own. Images as stored
+        are read straight into the slot. None while every slot is held."""
+        self._start_worker()
+        loader, raw = self.loader, self._finish is not None
+        as_stored = raw or (loader.augment is None and loader.transform.normalizer.mode is None)
+        if as_stored:
+            fields, counts = loader.ragged_targets(index)
+            image = loader.dataset.field("images")
+            images_spec = ((len(counts), *image.shape), image.dtype)
+        else:
+            images, fields, counts = loader.objects_batch(index)
+            images_spec = (images.shape, images.dtype)
+        specs = [images_spec, (counts.shape, np.int64)]
+        specs += [(v.shape, torch_device.torch_dtype(v.dtype)) for v in fields.values()]
+        slot = self._sender.take(specs)
+        if slot is None:
+            return None
+        if as_stored:
+            fixed = loader.split.reader.fields  # images, and any other fixed field read beside
+            out = {f.name: np.empty((len(counts), *f.shape), f.dtype) for f in fixed}
+            loader.read(index, out=out | {"images": slot.arrays[0]})
+        else:
+            np.copyto(slot.arrays[0], images)
+        for target, values in zip(slot.arrays[1:], [counts, *fields.values()], strict=True):
+            np.copyto(target, values, casting="unsafe")
+        device = (loader.draw(index), self._finish) if raw else None
+        parcel = self._sender.parcel(slot)
+        return _Handed(parcel, slot.arrays, self.layout, device, tuple(fields))
 
     def _start_worker(self) -> None:
         """In a DataLoader worker, once: its ring of slots. (Not OpenCV's thread count: in a
@@ -217,7 +253,9 @@ def _tensors(arrays: list[np.ndarray], layout: str) -> tuple[torch.Tensor, torch
 
 class _Handed:
     """A batch in a worker's slot: pickled, it travels as the slot; unpickled, it is tensors
-    (or, with `device` = (params, finish), a DeviceBatch to be augmented where it lands)."""
+    (or, with `device` = (params, finish), a DeviceBatch to be augmented where it lands).
+    With `objects` (the names of a detection batch's ragged fields) the slot holds images,
+    object counts and one array per field, split per image where it lands."""
 
     def __init__(
         self,
@@ -225,20 +263,27 @@ class _Handed:
         arrays: list[np.ndarray],
         layout: str,
         device: tuple | None = None,
+        objects: tuple[str, ...] | None = None,
     ) -> None:
         self.parcel, self.arrays, self.layout, self.device = parcel, arrays, layout, device
+        self.objects = objects
 
     def __reduce__(self) -> tuple:
-        if self.device is not None:
-            return torch_device.from_arrays, (self.parcel, *self.device)
-        return _tensors, (self.parcel, self.layout)
+        return _built, (self.parcel, self.layout, self.device, self.objects)
 
     def __iter__(self):
         """`images, targets = batch` in the worker too (a collate_fn of one's own): tensors
         there, which then travel the ordinary way."""
-        if self.device is not None:
-            return iter(torch_device.from_arrays(self.arrays, *self.device))
-        return iter(_tensors(self.arrays, self.layout))
+        return iter(_built(self.arrays, self.layout, self.device, self.objects))
+
+
+def _built(arrays: list[np.ndarray], layout: str, device: tuple | None, objects: tuple | None):
+    """A handed batch from its slot's arrays: see `_Handed`."""
+    if objects is not None:
+        return torch_device.objects_from_arrays(arrays, objects, layout, device)
+    if device is not None:
+        return torch_device.from_arrays(arrays, *device)
+    return _tensors(arrays, layout)
 
 
 @takes(TorchOptions)

@@ -174,12 +174,22 @@ class DeviceObjects(DeviceBatch):
             images, _, moved = torch_exec.apply(
                 images, None, self.params, device=device, targets=targets
             )
-            for target in moved:  # torchvision's dtype, whatever the executor kept
-                target["labels"] = target["labels"].long()
+            for target in moved:  # torchvision's dtypes, whatever the executor kept
+                target.update({k: v.long() for k, v in target.items() if v.dtype in NARROW_INTS})
             self._done = (channels(finish.normalised(images), finish.layout), moved)
             self._raw = None
             self.targets = []
         return self._done
+
+
+NARROW_INTS = (torch.int8, torch.int16, torch.int32)  # widened to int64, as class ids are
+
+
+def torch_dtype(dtype: np.dtype | str) -> np.dtype:
+    """A ragged field's dtype as packer.torch gives it: signed integers (class ids) as int64,
+    which torch's losses and torchvision's detection models take; any other as stored."""
+    dtype = np.dtype(dtype)
+    return np.dtype(np.int64) if dtype.kind == "i" else dtype
 
 
 def from_arrays(arrays: list[np.ndarray], params: AugmentParams, finish: DeviceFinish):
@@ -196,21 +206,36 @@ def detection_batch(loader, index: int, layout: str, finish: DeviceFinish | None
     return DeviceObjects(images, targets, loader.draw(index), finish)
 
 
+def objects_from_arrays(
+    arrays: list[np.ndarray], names: tuple[str, ...], layout: str, device: tuple | None = None
+):
+    """A detection batch from the arrays a worker's slot holds (`[images, counts, *values]`:
+    each ragged field `names[i]` as one array of all the batch's rows), split per image here,
+    as `detection_tensors`; with `device` = (params, finish), a DeviceObjects."""
+    images, counts, *values = arrays
+    fields = dict(zip(names, values, strict=True))
+    if device is None:
+        return detection_tensors(images, fields, counts, layout)
+    images, targets = detection_tensors(images, fields, counts, "NHWC")
+    return DeviceObjects(images, targets, *device)
+
+
 def detection_tensors(
     images: np.ndarray, fields: dict[str, np.ndarray], counts: np.ndarray, layout: str
 ) -> tuple[torch.Tensor, list[dict[str, torch.Tensor]]]:
     """A detection batch as torchvision's detection models take it: images (NCHW as a
-    channels_last view) and per image a dict of tensors (labels int64), views of one tensor
-    per field, split by the images' object `counts`."""
+    channels_last view) and per image a dict of tensors (class ids int64: `torch_dtype`),
+    views of one tensor per field, split by the images' object `counts`."""
     sizes = counts.tolist()
-    split = {  # split_with_sizes: Tensor.split's Python wrapper would cost a fifth more
-        k: torch.from_numpy(
-            v.astype(np.int64 if k == "labels" else v.dtype, copy=False)
-        ).split_with_sizes(sizes)
-        for k, v in fields.items()
-    }
+    names = list(fields)
+    split = [  # split_with_sizes: Tensor.split's Python wrapper would cost a fifth more
+        torch.from_numpy(v.astype(torch_dtype(v.dtype), copy=False)).split_with_sizes(sizes)
+        for v in fields.values()
+    ]
+    # every split has len(sizes) parts by construction: zip's strict check would double the
+    # cost of building the dicts (~0.25 us an image)
     return channels(torch.from_numpy(images), layout), [
-        dict(zip(split, row, strict=True)) for row in zip(*split.values(), strict=True)
+        dict(zip(names, row, strict=False)) for row in zip(*split, strict=False)
     ]
 
 
