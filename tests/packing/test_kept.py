@@ -289,7 +289,7 @@ def test_manifest_records_conversions_only_when_asked(kept_packs):
 
 @pytest.mark.parametrize("name", ["bands12.tif", "float32.tif", "grey16.png"])
 def test_preview_draws_every_kind(kept_packs, name, tmp_path):
-    from packer.preview import displayable, render
+    from packer.cli.preview import displayable, render
 
     _, packs = kept_packs[name]
     assert render(packs["npy"], count=2).mode == "RGB"
