@@ -3,7 +3,9 @@
 A box (x1, y1, x2, y2, continuous pixels: pixel i spans [i, i + 1]) moves as its four
 corners through the sample's forward map (`AugmentParams.box_matrix`); the moved box is
 their hull, clipped to the output frame. The object stays when the clipped box has a
-positive width and height, both at least ``min_box_size``, and keeps at least
+positive width and height, both at least ``min_box_size`` (within ``SIZE_SLACK`` of the box's
+largest coordinate, as packing judges it: a 1 px object stored in float32 as 0.99997 px is
+1 px), and keeps at least
 ``min_visibility`` of the hull's area (albumentations' ``min_visibility``: clipped area over
 the moved, unclipped area). Only operators and ``xp.minimum`` / ``xp.maximum`` are used, so
 ``xp`` may be ``numpy``, ``torch`` or ``tf.math`` and all three compute the same float64 numbers.
@@ -12,6 +14,8 @@ the moved, unclipped area). Only operators and ``xp.minimum`` / ``xp.maximum`` a
 from __future__ import annotations
 
 from typing import Any
+
+from ..imaging.geometry import SIZE_SLACK
 
 
 def move_boxes(
@@ -40,11 +44,13 @@ def move_boxes(
     cx1, cx2 = xp.maximum(xp.minimum(lo_x, w), zero), xp.maximum(xp.minimum(hi_x, w), zero)
     cy1, cy2 = xp.maximum(xp.minimum(lo_y, h), zero), xp.maximum(xp.minimum(hi_y, h), zero)
     width, height = cx2 - cx1, cy2 - cy1
+    reach = xp.maximum(xp.maximum(cx2, cy2), zero + 1.0)  # coordinates are >= 0 once clipped
+    least = min_box_size - SIZE_SLACK * reach if min_box_size > 0 else zero
     keep = (
         (width > 0.0)
         & (height > 0.0)
-        & (width >= min_box_size)
-        & (height >= min_box_size)
+        & (width >= least)
+        & (height >= least)
         & (width * height >= min_visibility * ((hi_x - lo_x) * (hi_y - lo_y)))
     )
     return (cx1, cy1, cx2, cy2), keep

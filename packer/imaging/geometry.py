@@ -12,6 +12,10 @@ from dataclasses import dataclass
 import numpy as np
 
 RESIZE_MODES = ("fill", "fit", "stretch", "none")
+# A box side counts as at least `min_box_size` within this fraction of the box's largest
+# coordinate: float32 coordinates carry 6e-8 of it, twice for a side; 80x that margin. Packing
+# and the augmentation's box rule judge by it alike.
+SIZE_SLACK = 1e-5
 INTERPOLATIONS = ("auto", "area", "nearest", "linear", "cubic", "lanczos")
 
 

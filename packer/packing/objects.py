@@ -25,12 +25,8 @@ import numpy as np
 
 from ..errors import LabelError
 from ..imaging import Placement
-from ..imaging.geometry import nearest_indices
+from ..imaging.geometry import SIZE_SLACK, nearest_indices
 from ..sources import SourceObject
-
-# A side counts as at least `min_box_size` within this fraction of its box's largest coordinate
-# (source and output): float32 coordinates carry 6e-8 of it, twice for a side; 80x that margin.
-SIZE_SLACK = 1e-5
 
 
 def place_boxes(boxes: np.ndarray, placement: Placement) -> np.ndarray:

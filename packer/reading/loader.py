@@ -309,7 +309,13 @@ def ragged(
 
 
 def check_augment_fits(augment: Augment, dataset: PackedDataset, path: str) -> None:
-    """Refuse now, not at the first batch, an augmentation whose crop exceeds the images."""
+    """Refuse now, not at the first batch, an augmentation whose crop exceeds the images, or
+    whose fill or ignore index the pack's images and masks cannot hold."""
+    masks = next((f for f in dataset.fields if f.name == "masks" and not f.ragged), None)
+    try:
+        augment.check_dtypes(dataset.field("images").dtype, masks and masks.dtype)
+    except ValueError as error:
+        raise ValueError(f"{error} ({path} holds them)") from None
     height, width = dataset.image_shape[:2]
     try:
         augment.output_hw((height, width))

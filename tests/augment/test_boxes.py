@@ -267,6 +267,22 @@ def test_min_visibility_drops_the_label_mask_and_flags_with_the_box(name):
 
 
 @pytest.mark.parametrize("name", [name for name, _ in EXECUTORS])
+def test_a_one_pixel_object_stored_in_float32_is_one_pixel_for_min_box_size(name):
+    """YOLO's 1 px objects come out of float32 arithmetic 0.99997 px wide: at
+    min_box_size=1 they stay, as packing keeps them; 0.9 px does not."""
+    run = dict(EXECUTORS)[name]
+    cx, w, two, width = np.float32(9.5 / 56), np.float32(1 / 56), np.float32(2), np.float32(56)
+    x1, x2 = (cx - w / two) * width, (cx + w / two) * width  # YOLO's xywhn2xyxy in float32
+    boxes = np.array([[x1, 4, x2, 9], [20, 4, 20.9, 9], [30, 20, 40, 30]], np.float32)
+    assert 0.9999 < boxes[0, 2] - boxes[0, 0] < 1.0  # what float32 makes of 1 px
+    target = {"boxes": boxes, "labels": np.array([0, 1, 2], np.int64)}
+    params = from_idg({}, HW)
+    params.min_box_size = 1
+    got = run(np.zeros((1, *HW, 3), np.uint8), params, [target])[0]
+    assert got["labels"].tolist() == [0, 2]
+
+
+@pytest.mark.parametrize("name", [name for name, _ in EXECUTORS])
 def test_samples_without_objects(name):
     run = dict(EXECUTORS)[name]
     images, targets = scene(3, seed=6, objects=(0, 0))

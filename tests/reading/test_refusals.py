@@ -76,3 +76,25 @@ def test_a_random_crop_larger_than_the_images_is_refused_by_every_reader(pack):
         pack, batch_size=2, augment=packer.Augment(random_crop=(8, 8), seed=0)
     )
     assert fits[0][0].shape == (2, 8, 8, 3)
+
+
+@pytest.mark.parametrize(
+    "settings, said",
+    [
+        (dict(cval=300, fill_mode="constant"), "cval 300 is outside the range of uint8 images"),
+        (dict(ignore_index=300), "ignore_index"),
+    ],
+)
+def test_a_fill_or_ignore_index_the_pack_cannot_hold_is_refused_when_made(pack, settings, said):
+    """Its 8-bit images cannot hold cval=300, nor its 8-bit masks 300: every reader says so
+    when it is made, naming the pack, not at its first batch."""
+    aug = packer.Augment(seed=0, **settings)
+    readers = {
+        "keras": lambda: packer.keras.PackedSequence(pack, batch_size=2, augment=aug),
+        "torch": lambda: packer.torch.PackedDataset(pack, batch_size=2, augment=aug),
+        "tf": lambda: packer.tf.dataset(pack, batch_size=2, augment=aug),
+    }
+    for name, make in readers.items():
+        with pytest.raises(ValueError, match=said) as refused:
+            make()
+        assert str(pack) in str(refused.value) and "\n" not in str(refused.value), name
