@@ -17,7 +17,7 @@ names until there are `--pairs` of them (2,000 by default). Then, alternating, i
   a 2**24-entry NumPy table indexed by r << 16 | g << 8 | b. Context, not the issue's ratio.
 - (a2) the work of (a) in 2 processes, each pinned to its own core and given half the
   pairs: how far this machine's two cores scale on it at all.
-- (a+) the work of (a) plus the least a pack must add by its contract (DESIGN.md: a
+- (a+) the work of (a) plus the least a pack must add by its contract (docs/design.md: a
   manifest with the SHA-256 of every shard file and the pack's channel and class
   statistics): each pair's arrays written to one file, SHA-256 of the bytes written, and
   `ChunkStats.add`. No fsync, no source hashes, no receipts, no start-up: a floor, so

@@ -4,7 +4,7 @@ the machine, print a Markdown table, and count CPU time across forked processes.
 
 Standard library only at import, so that scripts running in the peers' environment can import
 it too; the few helpers for packer's own reading workload import packer when called.
-DESIGN.md's "Measuring" says why: ratios within one run, workloads that last seconds, the
+docs/design.md's "Measuring" says why: ratios within one run, workloads that last seconds, the
 page cache state named beside every number.
 """
 

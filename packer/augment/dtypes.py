@@ -1,8 +1,8 @@
 """What every executor takes and gives: image and mask dtypes, channel counts, value ranges.
 
 One table for the NumPy/OpenCV, tf and torch executors, so that they accept, refuse, round
-and clip alike. Packs keep images as their source has them (see DESIGN.md, "Kept as the
-source has it"), so augmentation works in the stored dtype and returns it:
+and clip alike. Packs keep images as their source has them (see docs/design.md, "Kept as
+the source has it"), so augmentation works in the stored dtype and returns it:
 
 - Images: uint8, uint16 or float32 ``[B, H, W, C]``, any ``C >= 1`` (grey, RGB, RGBA, RGBN,
   12-band...); the output has the input's dtype and channels. Integer images are rounded

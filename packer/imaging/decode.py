@@ -5,15 +5,15 @@ the fastest correct backend, crops and resizes in the stored orientation (`resiz
 rotates/flips only the small result (`orientation.py`). It never touches a file: callers hand
 it the bytes, so that the same bytes can be read from any storage and hashed.
 
-Backends, chosen by `benchmarks/bench_backends.py` (its tables: benchmarks/README.md,
-"Decode and resize backends"): libspng (pyspng) for 8-bit grey, RGB and RGBA PNGs and 8-bit
-masks; OpenCV for JPEG (DCT-reduced while >= 2x is left, then Pillow's HAMMING), BMP and WebP;
-Pillow for TIFF and GIF (their mode zoo and orientation) and for the other masks (palette
-indices + palette, 1-bit, 16-bit). pyspng has libspng skip every chunk CRC and zlib's
-Adler-32, so packer checks the chunk CRCs itself first: damaged pixel data is refused, as
-libpng refuses it. For an APNG whose default image is not its first frame, libspng (and
-Pillow) give the default image, OpenCV the first frame. OpenCV decodes straight to RGB
-(IMREAD_COLOR_RGB: no BGR swap anywhere); 16-bit PNG keeps 16 bits (IMREAD_ANYDEPTH) for an
+Backends, chosen by `benchmarks/bench_backends.py` (its tables:
+benchmarks/results/2026-11-26-decode-and-resize-backends.md): libspng (pyspng) for 8-bit grey,
+RGB and RGBA PNGs and 8-bit masks; OpenCV for JPEG (DCT-reduced while >= 2x is left, then
+Pillow's HAMMING), BMP and WebP; Pillow for TIFF and GIF (their mode zoo and orientation) and
+for the other masks (palette indices + palette, 1-bit, 16-bit). pyspng has libspng skip every
+chunk CRC and zlib's Adler-32, so packer checks the chunk CRCs itself first: damaged pixel data
+is refused, as libpng refuses it. For an APNG whose default image is not its first frame,
+libspng (and Pillow) give the default image, OpenCV the first frame. OpenCV decodes straight to
+RGB (IMREAD_COLOR_RGB: no BGR swap anywhere); 16-bit PNG keeps 16 bits (IMREAD_ANYDEPTH) for an
 exact round(v / 257).
 
 OpenCV 5 applies EXIF orientation inside `imdecode` (JPEG, PNG, WebP, TIFF; also in the

@@ -1,7 +1,8 @@
 """Crop and resize decoded pixels: the filter choice, OpenCV's exact area average for integer
 crop boxes, Pillow for the fractional boxes left by DCT-reduced JPEG decoding.
 
-OpenCV's exact INTER_AREA for area (see benchmarks/README.md, "Decode and resize backends").
+OpenCV's exact INTER_AREA for area (see
+benchmarks/results/2026-11-26-decode-and-resize-backends.md).
 Pillow's BOX counts each source pixel wholly in or out, so at fractional ratios it is no area
 average (its pixels land off INTER_AREA's); exact area is worth its cost. Pillow does
 nearest/linear/cubic/lanczos (antialiased when shrinking, unlike OpenCV's; one filter for every
@@ -102,7 +103,7 @@ def area_resize(pixels: np.ndarray, size: tuple[int, int]) -> np.ndarray:
 
     Shrinking by a fractional ratio, OpenCV's float32 INTER_AREA with both conversions gives
     the same pixels as its uint8 path, faster (identical on the hymenoptera crops to 224x224
-    and on 800 random sizes; timings in benchmarks/README.md). Integer ratios
+    and on 800 random sizes; timings in benchmarks/results/). Integer ratios
     (a fast block average), enlargements (uint8 is fixed-point linear there, float32 is not)
     and crops over 4 MP (the float32 copy would cost 4x their memory) keep the uint8 path.
     """

@@ -21,7 +21,8 @@ from typing import Protocol
 import numpy as np
 
 # Each thread gets at least this many bytes of a batch: below it, handing a part to another
-# thread costs more than copying it (measured in benchmarks/README.md, "Reading on every core").
+# thread costs more than copying it (measured in
+# benchmarks/results/2026-11-26-reading-on-every-core.md, "From what batch size threads pay").
 MIN_BYTES_PER_THREAD = 2 << 20
 
 

@@ -247,7 +247,7 @@ def test_in_graph_augmentation_matches_the_numpy_executor(seg):
         agree += int((masks.numpy() == want_masks).sum())
         total += want_masks.size
         assert np.abs(images.numpy().astype(int) - want_images).mean() < 2.0
-    assert agree / total >= 0.9999  # the README: masks agree on 99.99% of pixels
+    assert agree / total >= 0.9999  # docs/augmentation.md: masks agree on 99.99% of pixels
     plain = next(iter(packer.tf.dataset(seg["npy"], batch_size=4, seed=1)))[1].numpy()
     assert not np.array_equal(plain, batches[0][1].numpy())  # the masks did move
     with pytest.raises(ValueError, match="random access"):

@@ -213,7 +213,7 @@ def test_augment_device_warps_where_the_batch_is_unpacked(seg, kind, workers):
     for (images, masks), (want_images, want_masks) in zip(got, want, strict=True):
         assert images.dtype == torch.uint8 and masks.dtype == torch.int64
         close_to(images, want_images.numpy())
-        assert (masks == want_masks).float().mean() >= 0.9999  # the README: 99.99%
+        assert (masks == want_masks).float().mean() >= 0.9999  # docs/augmentation.md: 99.99%
         assert set(masks.unique().tolist()) <= set(range(len(packer.open(seg["npy"]).classes))) | {
             255
         }

@@ -392,14 +392,14 @@ def test_torch_targets_on_cuda_match_the_cpu():
             assert (got["masks"].cpu().numpy() == want["masks"]).mean() >= 0.9999
 
 
-def test_the_readme_block_runs_as_written():
+def test_the_docs_block_runs_as_written():
     pytest.importorskip("torch")
     pytest.importorskip("tensorflow")
-    readme = REPO / "README.md"
-    section = readme.read_text().split("### Augmentation with boxes and per-object masks")[1]
+    page = REPO / "docs" / "augmentation.md"
+    section = page.read_text().split("## Augmentation with boxes and per-object masks")[1]
     block = re.search(r"```python\n(.*?)```", section, re.S)[1]
     scope: dict = {}
-    exec(compile(block, "README.md", "exec"), scope)
+    exec(compile(block, "docs/augmentation.md", "exec"), scope)
     np.testing.assert_allclose(
         scope["moved"][0]["boxes"].numpy(), scope["moved_tf"]["boxes"][0, :1], atol=1e-3
     )

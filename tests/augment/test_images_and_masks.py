@@ -231,7 +231,7 @@ def test_executors_agree(config, fill_mode):
     ref_images, ref_masks = results["numpy"]
     for name, (got_images, got_masks) in results.items():
         assert got_images.shape == ref_images.shape and got_masks.shape == ref_masks.shape
-        assert (got_masks == ref_masks).mean() >= 0.9999, name  # the README: 99.99%
+        assert (got_masks == ref_masks).mean() >= 0.9999, name  # docs/augmentation.md: 99.99%
         diff = np.abs(got_images.astype(int) - ref_images.astype(int))
         assert diff.mean() < 0.5 and np.percentile(diff, 99.9) <= 3, (name, diff.mean())
 

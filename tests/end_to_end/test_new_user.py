@@ -31,6 +31,7 @@ from tests.fixtures.corpus import write_classification_corpus
 from tests.fixtures.packs import REPO
 
 README = REPO / "README.md"
+DOCS = REPO / "docs"
 
 
 def cli(*args: str):
@@ -672,7 +673,9 @@ def test_packer_parallel_in_a_script_without_main_guard_stops_at_once_in_one_lin
     assert "bootstrapping" not in done.stderr and done.stderr.count("Traceback") == 1
     assert len((tmp_path / "runs.txt").read_text().split()) == 1  # no worker ran the script
     block = re.search(
-        r"### Your own Sequence, in parallel\n+```python\n(.*?)```", README.read_text(), re.S
+        r"## Your own Sequence, in parallel\n+```python\n(.*?)```",
+        (DOCS / "readers.md").read_text(),
+        re.S,
     )[1]
     assert 'if __name__ == "__main__":' in block and "packer.parallel(" in block
 
@@ -745,8 +748,7 @@ def test_augment_takes_image_data_generator_names_it_has_and_spells_out_a_typo()
 
 
 def test_the_readme_shows_the_image_data_generator_user_the_way_in():
-    section = README.read_text().split("### From ImageDataGenerator to packer (Keras 3)")[1]
-    section = section.split("\n### ")[0]
+    section = (DOCS / "from-imagedatagenerator.md").read_text()
     for old, new in {
         "flow_from_directory": "PackedSequence(pack, split, batch_size)",
         "rescale=1/255": 'normalize="unit"',
@@ -761,10 +763,15 @@ def test_the_readme_shows_the_image_data_generator_user_the_way_in():
 
 
 def _block(heading: str, first: str) -> str:
-    """The README block under `heading` whose first line starts with `first`."""
-    from tests.fixtures.readme_blocks import runnable
+    """The README or docs/ block under `heading` whose first line starts with `first`."""
+    from tests.fixtures.readme_blocks import pages, runnable
 
-    found = [b for b in runnable(README) if b.heading == heading and b.first_line.startswith(first)]
+    found = [
+        b
+        for page in pages(REPO)
+        for b in runnable(page)
+        if b.heading == heading and b.first_line.startswith(first)
+    ]
     assert len(found) == 1, (heading, first)
     return found[0].code
 
@@ -795,7 +802,7 @@ def test_the_readme_blocks_a_new_user_found_broken_are_fixed():
     assert len(outputs) >= 6 and len(set(outputs)) == len(outputs), outputs  # none refused
     classes = _block("Classes by name: ignore, rename, merge (every layout)", "pack camvid/")
     assert "> voc/class_names.txt" in classes and "--ignore-class void" not in classes
-    scale = _block("Scale out: Ray, object storage", "import packer")
+    scale = _block("Scale out: Ray, object storage, the shard cache", "import packer")
     assert re.search(r'cache_dir="[^/"]', scale) and 'cache_dir="/' not in scale
-    cluster = _block("Scale out: Ray, object storage", "pack s3://")
+    cluster = _block("Scale out: Ray, object storage, the shard cache", "pack s3://")
     assert "--address auto  # needs: cluster" in cluster and "--engine ray   #" in cluster

@@ -1,8 +1,10 @@
-"""The README runs as written: every fenced python and sh block, in order, in a scratch folder
+"""The README and the docs/ pages run as written: every fenced python and sh block, README.md
+first, then each docs/*.md page in name order, each page's blocks in order, in a scratch folder
 prepared as `make sample` prepares one (smaller), one interpreter for all of them
-(`tests/jobs/readme_driver.py`); and the benchmark commands of benchmarks/README.md name scripts
-and options that exist. A block that needs what this machine lacks marks the line with
-`# needs: cuda` / `# needs: cluster` and shows the form that runs here beside it."""
+(`tests/jobs/readme_driver.py`); the benchmark commands of benchmarks/README.md name scripts
+and options that exist; and every relative link of the pages points at a file that exists.
+A block that needs what this machine lacks marks the line with `# needs: cuda` /
+`# needs: cluster` and shows the form that runs here beside it."""
 
 from __future__ import annotations
 
@@ -12,30 +14,34 @@ import re
 import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from tests.fixtures.packs import REPO
-from tests.fixtures.readme_blocks import Block, blocks, needs, runnable
+from tests.fixtures.readme_blocks import Block, blocks, needs, pages, runnable
 from tests.jobs import readme_driver
 
 ROOT = REPO
 README = ROOT / "README.md"
 BENCHMARKS = ROOT / "benchmarks" / "README.md"
+PAGES = pages(ROOT)
 
 
-def test_every_readme_block_runs_as_written(tmp_path):
+def test_every_readme_and_docs_block_runs_as_written(tmp_path):
     report = tmp_path / "report.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
     env.pop("RAY_ADDRESS", None)
+    names = [page.relative_to(ROOT).as_posix() for page in PAGES]
+    assert names[0] == "README.md" and len(names) > 1
     done = subprocess.run(
         [sys.executable, "-m", "tests.jobs.readme_driver", ROOT, tmp_path / "scratch", report,
-         "README.md"],
+         *names],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     results = json.loads(report.read_text())
-    assert [r["name"] for r in results] == [b.name for b in runnable(README)]
+    assert [r["name"] for r in results] == [b.name for p in PAGES for b in runnable(p, ROOT)]
     failed = [f"{r['name']}\n{r['error']}" for r in results if not r["ok"]]
     assert not failed, "README blocks that do not run as written:\n\n" + "\n\n".join(failed)
 
@@ -102,3 +108,40 @@ def test_the_benchmark_commands_name_scripts_and_options_that_exist():
         source = (ROOT / script).read_text()
         for option in (a for a in command if a.startswith("--")):
             assert f'"{option}"' in source, (command, option)
+
+
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+
+
+def broken_links(page: Path) -> list[str]:
+    """The relative links of `page` (outside code) whose file or folder does not exist."""
+    text = re.sub(r"^```.*?^```", "", page.read_text(), flags=re.M | re.S)
+    text = re.sub(r"`[^`\n]*`", "", text)
+    broken = []
+    for target in LINK.findall(text):
+        if re.match(r"[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
+            continue  # a URL, or an anchor in the page itself
+        path = target.split("#")[0]
+        if not (page.parent / path).exists():
+            broken.append(target)
+    return broken
+
+
+def test_every_relative_link_of_the_pages_points_at_a_file_that_exists():
+    checked = [*PAGES, BENCHMARKS, *sorted((ROOT / "benchmarks" / "results").glob("*.md"))]
+    broken = {p.relative_to(ROOT).as_posix(): broken_links(p) for p in checked}
+    assert not {page: links for page, links in broken.items() if links}
+    readme = README.read_text()
+    unlinked = [p.name for p in PAGES[1:] if f"](docs/{p.name})" not in readme]
+    assert not unlinked, f"docs pages the README does not link: {unlinked}"
+
+
+def test_a_broken_link_is_found_and_code_and_urls_are_left_alone(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "there.md").write_text("x\n")
+    page = tmp_path / "docs" / "page.md"
+    page.write_text(
+        "[ok](../there.md#part) [up](../docs/) ![img](gone.png) [web](https://x.org/a.md)\n"
+        "[self](#top) `[code](nowhere.md)` [gone](../missing.md)\n```\n[x](fenced.md)\n```\n"
+    )
+    assert broken_links(page) == ["gone.png", "../missing.md"]

@@ -1,10 +1,12 @@
-"""Run a Markdown file's python and sh blocks in order, in one interpreter, as a reader who
-copies them would, and write what became of each to a JSON report.
+"""Run Markdown pages' python and sh blocks in order, in one interpreter and one scratch
+folder, as a reader who copies them would, and write what became of each to a JSON report.
 
-    python -m tests.jobs.readme_driver REPO SCRATCH REPORT README.md
+    python -m tests.jobs.readme_driver REPO SCRATCH REPORT README.md docs/layouts.md ...
 
-Python blocks share one namespace (a later block uses what an earlier one made); a block
-holding `if __name__ == "__main__":` is a script and runs as its own file. sh blocks run in
+The pages run in the order given. A page's Python blocks share one namespace (a later block
+uses what an earlier one made); each page starts a namespace of its own, as a reader who opens
+that page after the README would, with the README's files there. A block holding
+`if __name__ == "__main__":` is a script and runs as its own file. sh blocks run in
 bash with this interpreter's scripts (`pack`, `packer`, `python`) first on the PATH. `make
 sample` stands for the set-up made before the first block, and `make test` for the suite
 this runs in. A failure does not stop the run, so the report names every block that fails.
@@ -142,16 +144,17 @@ def main(argv: list[str]) -> int:
     scratch.mkdir(parents=True, exist_ok=True)
     os.chdir(scratch)
     readme_scratch.sample(scratch, bin_dir, repo / "Makefile")
-    everything = [b for doc in docs for b in blocks(doc)]
+    everything = [b for doc in docs for b in blocks(doc, repo)]
     stop_s3 = None
     if any("s3://bucket" in b.code for b in everything):
         stop_s3 = readme_scratch.start_s3(scratch, {})
     for block in everything:
         if block.file:
             Path(block.file).write_text(block.code)
-    have, built, namespace, results = available(), set(), {"__name__": "__readme__"}, []
+    have, built, results = available(), set(), []
     for doc in docs:
-        for block in blocks(doc):
+        namespace: dict = {"__name__": "__readme__"}
+        for block in blocks(doc, repo):
             if block.lang not in ("python", "sh"):
                 continue
             readme_scratch.build_named(scratch, block.code, built)

@@ -28,7 +28,7 @@ def _channel_stats(images: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _expected_weights(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The README's two formulas, from counts made here."""
+    """docs/readers.md's two formulas, from counts made here."""
     present = counts > 0
     inverse = np.zeros(len(counts))
     inverse[present] = counts.sum() / (present.sum() * counts[present])

@@ -215,7 +215,7 @@ def test_strided_positions_stay_one_prefix_however_often_resumed(shuffle):
 
 
 def test_windows_epochs_take_8_world_size_changes_each_pass_encodable():
-    """Each world-size change of a windows epoch adds a pass. After 8 (as the README says), the
+    """Each world-size change of a windows epoch adds a pass. After 8 (as docs/resume.md says), the
     epoch goes on in the same world size and refuses another change with the reason. Every
     pass fits the fixed-length encoding that torch's worker processes read from shared memory."""
     state = Sampler([50, 50, 40], 1, "windows", seed=2, window=7).state_dict(Pass(0), 1)

@@ -1,4 +1,4 @@
-"""Epoch orders as the README states them: "windows" visits shards in a shuffled order and
+"""Epoch orders as docs/readers.md states them: "windows" visits shards in a shuffled order and
 shuffles within consecutive windows, each rank reads only its own stretch of shards, each
 window is read ahead as sorted runs; windows of about 256 MB; orders depend on (seed, epoch)
 only, however many epochs one sampler serves, and a sampler pickles for worker processes."""
