@@ -113,7 +113,7 @@ def test_recordio_label_keeps_crowd_and_difficult_apart(count):
 def test_recordio_label_of_mxnet_width_five_has_no_flags():
     """im2rec's own labels have 5 values an object (class, corners): no crowd, no difficult."""
     fields = fields_for("detection", SIZE, np.uint8)[1:]
-    values = np.array([2, 5, 1, 0.0, 0.2, 0.5, 0.6, 2, 0.1, 0.0, 1.0, 1.0], np.float32)
+    values = [2, 5, 1, 0.0, 0.2, 0.5, 0.6, 2, 0.1, 0.0, 1.0, 1.0]  # as a list of numbers too
     got = recordio_objects.objects(fields, values, None, SIZE)
     np.testing.assert_array_equal(got["labels"], [1, 2])
     np.testing.assert_array_equal(got["iscrowd"], [0, 0])
@@ -129,6 +129,15 @@ def test_recordio_label_with_a_wider_header_and_six_values_an_object():
     np.testing.assert_array_equal(got["labels"], [1])
     np.testing.assert_array_equal(got["iscrowd"], [1])
     np.testing.assert_array_equal(got["difficult"], [0])
+
+
+def test_a_recordio_label_of_an_image_without_objects_is_the_header_alone():
+    fields = fields_for("instances", SIZE, np.uint8)[1:]
+    values = recordio_objects.label(sample(0), SIZE)
+    assert values.tolist() == [2.0, 7.0]
+    got = recordio_objects.objects(fields, values, np.zeros((0, 5), np.uint8), SIZE)
+    assert got["boxes"].shape == (0, 4) and got["labels"].shape == (0,)
+    assert got["masks"].shape == (0, SIZE[1], SIZE[0])
 
 
 @pytest.mark.parametrize(
