@@ -5,6 +5,7 @@ more than one byte, objects after the eighth) comes back plane for plane."""
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 import pytest
 
@@ -66,6 +67,11 @@ def test_tfrecord_object_fields_come_back_field_by_field(count):
     _, _, _, start, stop = lists[tfrecord_objects.TEXT]
     texts = tfrecord_wire.bytes_values(data, start, stop)
     assert texts == [NAMES[i].encode() for i in record["labels"]]
+    # the API's PNG_MASKS: one lossless PNG an object, the same planes
+    _, _, _, start, stop = lists[tfrecord_objects.MASK_PNG]
+    pngs = tfrecord_wire.bytes_values(data, start, stop)
+    planes = [cv2.imdecode(np.frombuffer(p, np.uint8), cv2.IMREAD_UNCHANGED) for p in pngs]
+    np.testing.assert_array_equal(np.array(planes).reshape(record["masks"].shape), record["masks"])
 
 
 def test_tfrecord_boxes_are_stored_normalised_by_width_and_height():
