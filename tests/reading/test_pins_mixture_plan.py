@@ -166,3 +166,33 @@ def test_run_lengths_and_their_bounds():
     assert independent_longest_run(0.0, 50) == 0.0
     assert independent_longest_run(0.5, 64) == pytest.approx(5.0)  # log2(32)
     assert independent_longest_run(0.5, 2) == 1.0
+
+
+def test_an_epoch_of_one_draw():
+    assert draws([5, 3], [("choose", 1), ("choose", 0)], None) == [1, 0]
+    assert draws([5, 3], [("proportion", 1), ("proportion", 1)], 1) == [1, 0]
+
+
+def test_orders_depend_on_the_seed_and_the_epoch():
+    """The permutations (both ways of making them) and the packs' interleave each change
+    with the seed; the interleave changes with the epoch too."""
+    for many in (False, True):
+        rows = [permutations(seed, 0, np.arange(8), 12, many) for seed in (1, 2, 3)]
+        assert not np.array_equal(rows[0], rows[1]) and not np.array_equal(rows[1], rows[2])
+    plan = Plan([6, 6], [6, 6])
+
+    def interleave(seed, epoch):
+        return tuple(plan.locate(plan.order(seed, epoch))[1].tolist())
+
+    assert len({interleave(seed, 0) for seed in range(6)}) > 2
+    assert len({interleave(0, epoch) for epoch in range(6)}) > 2
+
+
+@pytest.mark.parametrize("many", [False, True])
+def test_permutations_are_uniform(many):
+    """Over 1200 repeats of 6 samples, each sample lands first about 1/6 of the time (a
+    degenerate hash would leave samples near their own places)."""
+    rows = permutations(11, 2, np.arange(1200), 6, many)
+    first = np.bincount(rows[:, 0], minlength=6)
+    assert (np.abs(first - 200) < 60).all(), first
+    assert len({tuple(r) for r in rows.tolist()}) > 500  # of 720 orders
