@@ -171,3 +171,11 @@ def test_the_mixtures_classes_may_reach_but_not_pass_the_ignore_index():
     packs.append(manifest(["d"], ignore=3))
     with pytest.raises(MixtureError, match=r"has 4 classes, so its class ids would reach"):
         reconcile("segmentation", packs, labels_of(3), [None, {"c": "c"}, None])
+
+
+def test_identical_class_names_keep_the_first_packs_colours():
+    packs = [manifest(["a", "b"], colors=[[9, 9, 9], [8, 8, 8]]), manifest(["a", "b"])]
+    r = reconcile("segmentation", packs, labels_of(2), [None, None])
+    assert [c["color"] for c in r.classes] == [[9, 9, 9], [8, 8, 8]]
+    r = reconcile("segmentation", packs[::-1], labels_of(2), [None, None])
+    assert [c["color"] for c in r.classes] == [[0, 0, 0], [1, 2, 3]]
