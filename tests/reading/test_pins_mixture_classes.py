@@ -40,6 +40,8 @@ def test_packs_listing_the_same_classes_in_another_order_are_reconciled_by_name(
         assert [c["index"] for c in r.classes] == [0, 1, 2]
         assert r.tables[0] is None and r.ignore_index is None
         assert r.tables[1].dtype == np.int32 and r.tables[1].tolist() == [2, 0, 1]
+        # each class keeps the first pack's colour, not the later pack's
+        assert [c["color"] for c in r.classes] == [[0, 0, 0], [1, 2, 3], [2, 4, 6]]
     # a batch of the second pack: eel, cat, dog, and the last class (dog, id 2) too
     labels = {"labels": np.array([0, 1, 2, 2, -1], np.int32)}
     relabel(labels, r.tables[1], target_names("detection"))
