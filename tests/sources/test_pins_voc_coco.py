@@ -230,3 +230,44 @@ def test_coco_files_given_are_named_by_their_split(tmp_path):
     assert named[0].split == "test"
     with pytest.raises(SourceError, match="files for split 'train': name each split"):
         _given_files(AnnotationOptions(coco=(("", str(paths[1])), ("train", str(paths[0])))))
+
+
+def coco_layout(root: Path, annotations: list[dict]) -> Path:
+    import json
+
+    (root / "train").mkdir(parents=True)
+    (root / "annotations").mkdir()
+    for name in ("a.jpg", "b.jpg"):
+        (root / "train" / name).write_bytes(b"")
+    data = {
+        "images": [{"id": 1, "file_name": "a.jpg", "width": 8, "height": 6},
+                   {"id": 2, "file_name": "b.jpg", "width": 8, "height": 6}],
+        "annotations": annotations,
+        "categories": [{"id": 4, "name": "cat"}, {"id": 2, "name": "dog"}],
+    }  # fmt: skip
+    (root / "annotations/instances_train.json").write_text(json.dumps(data))
+    return root
+
+
+def test_a_semantic_mask_annotation_of_an_unknown_category_rejects_its_image(tmp_path):
+    polygon = [[1, 1, 5, 1, 5, 4]]
+    src = coco_layout(tmp_path, [
+        {"id": 7, "image_id": 1, "category_id": 99, "segmentation": polygon, "bbox": [1, 1, 4, 3]},
+        {"id": 8, "image_id": 2, "category_id": 4, "segmentation": polygon, "bbox": [1, 1, 4, 3]},
+    ])  # fmt: skip
+    result = scan(src)
+    assert result.task == "segmentation"
+    assert list(result.table.names) == ["background", "dog", "cat"]  # ranked by id
+    assert [s.image for s in result.samples] == ["train/b.jpg"]
+    assert {r.path: r.reason for r in result.rejected} == {
+        "train/a.jpg": "annotation 7: category 99 is not in categories"
+    }
+    detection = scan(src, annotations=AnnotationOptions(task="detection"))
+    assert detection.class_names == ["dog", "cat"]
+    assert [s.image for s in detection.samples] == ["train/a.jpg", "train/b.jpg"]
+
+
+def test_coco_instances_give_no_other_task(tmp_path):
+    src = coco_layout(tmp_path, [])
+    with pytest.raises(SourceError, match="COCO instances give segmentation, detection or"):
+        scan(src, annotations=AnnotationOptions(task="classification"))
