@@ -271,3 +271,29 @@ def test_coco_instances_give_no_other_task(tmp_path):
     src = coco_layout(tmp_path, [])
     with pytest.raises(SourceError, match="COCO instances give segmentation, detection or"):
         scan(src, annotations=AnnotationOptions(task="classification"))
+
+
+def test_voc_split_files_name_what_is_missing_and_what_no_split_reads(tmp_path):
+    xmls = {k: annotation(("dog", 0, (2, 2, 9, 9))) for k in ("a", "b", "c", "d")}
+    xmls["b"] = annotation(("dog", 0, (2, 2, 9, 9)), ("", 0, (1, 1, 2, 2)))
+    splits = {"train": ["a", "b", "ghost"], "val": ["b  1", "c"], "dog_val": ["d  1"]}
+    src = voc(tmp_path, xmls, splits, images=["a", "b", "c", "e"])
+    result = scan(src)
+    assert [(s.image, s.split) for s in result.samples] == [
+        ("JPEGImages/a.jpg", "train"),
+        ("JPEGImages/b.jpg", "train"),  # listed in train and val: the first file's
+        ("JPEGImages/c.jpg", "val"),
+    ]
+    assert {r.path: r.reason for r in result.rejected} == {
+        "ImageSets/Main/train.txt": "no image for it (looked for JPEGImages/ghost.*)"
+    }
+    assert "1 images in JPEGImages/ are in no ImageSets/Main split" in result.notes
+    assert "1 XML in Annotations/ are in no ImageSets/Main split" in result.notes
+    assert any(n.startswith("splits from ImageSets/Main/:") and "(1 other lists there" in n
+               for n in result.notes)  # fmt: skip
+    left_out = (
+        "1 object will be left out (the rest of their images kept), e.g. "
+        "Annotations/b.xml object 2 (?): no <name>"
+    )
+    assert left_out in result.notes
+    assert result.why.endswith("; 1 classes")
