@@ -181,3 +181,15 @@ def test_identical_class_names_keep_the_first_packs_colours():
     assert [c["color"] for c in r.classes] == [[9, 9, 9], [8, 8, 8]]
     r = reconcile("segmentation", packs[::-1], labels_of(2), [None, None])
     assert [c["color"] for c in r.classes] == [[0, 0, 0], [1, 2, 3]]
+
+
+def test_two_packs_with_other_classes_are_refused_naming_what_they_do_not_share():
+    packs = [manifest(["a", "b", "x"]), manifest(["a", "c", "x"])]
+    with pytest.raises(MixtureError, match=r"pack0 and pack1 do not share b, c: give"):
+        reconcile("segmentation", packs, labels_of(2), [None, None])
+
+
+def test_the_mixtures_ignore_index_is_the_first_packs():
+    packs = [manifest(["a", "b"], ignore=255), manifest(["a", "b"], ignore=254)]
+    assert reconcile("segmentation", packs, labels_of(2), [None, None]).ignore_index == 255
+    assert reconcile("segmentation", packs[::-1], labels_of(2), [None, None]).ignore_index == 254
