@@ -193,3 +193,12 @@ def test_the_mixtures_ignore_index_is_the_first_packs():
     packs = [manifest(["a", "b"], ignore=255), manifest(["a", "b"], ignore=254)]
     assert reconcile("segmentation", packs, labels_of(2), [None, None]).ignore_index == 255
     assert reconcile("segmentation", packs[::-1], labels_of(2), [None, None]).ignore_index == 254
+
+
+def test_ids_outside_a_short_table_stay_as_they_are():
+    table = np.array([2, 0], np.int32)
+    for dtype in (np.int32, np.uint8, np.int64):
+        labels = np.array([0, 1, 2, 5, -1][: 4 if dtype == np.uint8 else 5], dtype)
+        relabel({"labels": labels}, table, ("labels",))
+        assert labels.tolist() == [2, 0, 2, 5, -1][: len(labels)]
+    relabel({"other": np.array([0])}, table, ("labels",))  # a batch without the array: no-op
