@@ -1,7 +1,7 @@
 """Exact draw counts of a mixture's epochs, written out by hand: proportions share the epoch
-as MosaicML Streaming's do (each pack epoch_size x its share of the proportions; where that
-is fractional, packer gives the rest to the largest remainders, ties to the earlier pack,
-where Streaming picks at random), fractional repeats take round(repeat x size) draws and walk
+as MosaicML Streaming's do where the shares are whole (each pack epoch_size x its proportion
+over their sum); a fractional rest goes to the largest remainders, ties to the earlier pack
+(packer's own deterministic rule). Fractional repeats take round(repeat x size) draws and walk
 one endless stream of permutations, so a repeat is split across epochs and every sample comes
 as often as the repeats say."""
 
