@@ -130,6 +130,16 @@ def test_a_box_moves_as_the_fill_crop_moves_pixels():
     )
 
 
+def test_a_box_moves_as_a_tall_fill_crop_moves_pixels():
+    """Source 10x30 filled into 4x6: a crop 15 high from y (30 - 15) // 2 = 7, scaled 0.4."""
+    p = place((10, 30), Geometry((4, 6), "fill"))
+    assert p.crop == (0, 7, 10, 22)
+    box = np.array([[0.0, 7.0, 10.0, 22.0], [5.0, 12.0, 10.0, 17.0], [0.0, 0.0, 1.0, 9.0]])
+    np.testing.assert_allclose(
+        place_boxes(box, p), [[0, 0, 4, 6], [2, 2, 4, 4], [0, 0, 0.4, 0.8]], rtol=1e-12
+    )
+
+
 def test_dropped_objects_are_reported_by_their_index_among_the_samples_objects():
     """Objects wholly outside the pasted area have no box left: dropped, each named by its
     place in the source's list (not among the kept ones), the others kept in order."""

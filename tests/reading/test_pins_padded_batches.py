@@ -76,6 +76,13 @@ def test_a_batch_that_fits_exactly_cuts_nothing():
     assert padder.cut == 0 and (out["labels"] >= 0).all()
 
 
+def test_max_boxes_of_one_keeps_each_images_first_object():
+    padder = Padder(1)
+    with pytest.warns(UserWarning, match="max_boxes=1 cut 1 objects"):
+        out = padder(ragged([2, 1]), np.array([2, 1]))
+    assert out["labels"].tolist() == [[0], [2]] and padder.cut == 1
+
+
 @pytest.mark.parametrize("value", [0, -1, True, 2.0, "3"])
 def test_max_boxes_must_be_a_positive_integer(value):
     with pytest.raises(ValueError, match="max_boxes must be a positive integer"):
@@ -92,8 +99,8 @@ def test_a_mixed_batch_counts_the_cut_of_every_pack(tmp_path):
     mix = packer.Mixture([packer.Stream(a), packer.Stream(b)])
     loader = Loader(mix, "train", 4, seed=0, max_boxes=2)
     want, packs_seen = 0, set()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)
         for index in range(len(loader)):
             _, _, counts = loader.objects_batch(index)
             _, padded = loader.padded_batch(index)
@@ -103,3 +110,6 @@ def test_a_mixed_batch_counts_the_cut_of_every_pack(tmp_path):
             packs_seen |= set(loader.split.locate(ids)[0].tolist())
             assert (padded["labels"] >= 0).sum() == np.minimum(counts, 2).sum()
     assert packs_seen == {0, 1} and want > 0
+    # one warning, pointing at the code that asked for the batch
+    (warning,) = [w for w in caught if "max_boxes=2 cut" in str(w.message)]
+    assert warning.filename == __file__

@@ -38,6 +38,13 @@ def test_a_class_index_equal_to_the_number_of_names_is_left_out():
     ]
 
 
+def test_a_recipe_made_without_keypoints_reads_plain_boxes():
+    recipe = YoloObjects("l.txt", 2, "detection", "", ("l.txt",))
+    objects, problems = recipe.objects(lambda _: b"1 0.5 0.5 0.2 0.2\n", (W, H))
+    assert problems == [] and [o.label for o in objects] == [1]
+    assert YoloObjects("l.txt", 2, "detection", "").objects(lambda _: b"", (W, H)) == ([], [])
+
+
 def test_coordinates_of_exactly_0_and_1_are_inside_the_image():
     text = "0 0.5 0.5 1 1\n1 1 1 0 0\n2 0 0 0.5 0.5\n0 1.0000001 0.5 0.1 0.1\n1 0.5 0.5 0 -0.0001\n"
     objects, problems = read_lines(text)
