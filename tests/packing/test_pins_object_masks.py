@@ -13,8 +13,9 @@ from pycocotools import mask as coco_mask
 from packer.errors import LabelError
 from packer.imaging import Geometry, place
 from packer.imaging.geometry import pad_to_canvas, resample_mask
-from packer.packing.objects import filled, object_record, rle_of
+from packer.packing.objects import object_record, rle_of
 from packer.sources import SourceObject
+from tests.fixtures.yolo import polygon2mask
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
 SW, SH = 23, 17  # an odd, non-square source
@@ -44,15 +45,22 @@ def objects() -> list[SourceObject]:
                      ("rle", {"size": [SH, SW], "counts": compressed["counts"].decode()})),
         SourceObject(0, (1.5, 9.0, 10.2, 16.0), ("fill", ((1.5, 9.2, 10.9, 9.8, 6.3, 16.0),))),
         SourceObject(1, (16.4, 10.6, 22.0, 16.5)),  # no shape: its box
+        SourceObject(0, (-2.6, -1.4, 3.5, 2.6)),  # no shape, over the top-left corner
         SourceObject(2, (0.0, 0.0, 23.0, 17.0),
                      ("polygons", (polygon(5, 12, 3), polygon(18, 5, 3)))),  # two parts
     ]  # fmt: skip
 
 
 def plane_of(o: SourceObject) -> np.ndarray:
-    """The object's plane at the source size, by the tools' own routes."""
-    if o.shape is None or o.shape[0] == "fill":
-        return filled(o.shape, o.box, (SW, SH))
+    """The object's plane at the source size, by the tools' own routes: Ultralytics'
+    `polygon2mask` for "fill", the box's rounded pixels (clipped at 0) without a shape."""
+    if o.shape is None:
+        x1, y1, x2, y2 = (int(np.round(v)) for v in o.box)
+        plane = np.zeros((SH, SW), np.uint8)
+        plane[max(y1, 0) : y2, max(x1, 0) : x2] = 1
+        return plane
+    if o.shape[0] == "fill":
+        return polygon2mask((SH, SW), [np.asarray(p, np.float64) for p in o.shape[1]])
     kind, data = o.shape
     if kind == "polygons":
         rle = coco_mask.merge(coco_mask.frPyObjects([list(p) for p in data], SH, SW))
@@ -74,7 +82,6 @@ def test_each_objects_mask_is_its_plane_moved_as_the_image(geometry):
     p = place((SW, SH), geometry)
     record, dropped = object_record(source, (SW, SH), p, instances=True)
     kept = [i for i in range(len(source)) if i not in {d for d, _ in dropped}]
-    assert all(reason == "outside the frame" for _, reason in dropped)
     assert record["masks"].shape == (len(kept), geometry.size[1], geometry.size[0])
     assert record["masks"].dtype == np.uint8
     for row, i in enumerate(kept):
@@ -100,15 +107,17 @@ def test_an_object_whose_shape_cannot_be_drawn_is_dropped_by_its_source_index():
     source.insert(
         3, SourceObject(1, (1.0, 1.0, 4.0, 4.0), ("rle", {"size": [5, 5], "counts": [25]}))
     )
-    source.append(SourceObject(2, (1.0, 1.0, 4.0, 4.0), ("mesh", ())))  # 8: unknown kind
+    source.append(SourceObject(2, (1.0, 1.0, 4.0, 4.0), ("mesh", ())))  # 9: unknown kind
+    source.append(SourceObject(1, (2.0, 18.0, 12.0, 25.0)))  # 10: below the source
     p = place((SW, SH), Geometry((20, 20), "fit"))
     record, dropped = object_record(source, (SW, SH), p, instances=True)
     assert dropped == [
         (1, "outside the frame"),
+        (10, "outside the frame"),
         (3, f"an RLE of 5x5 pixels, its image is {SW}x{SH}"),
-        (8, "an object shape of unknown kind 'mesh'"),
+        (9, "an object shape of unknown kind 'mesh'"),
     ]
-    kept = [0, 2, 4, 5, 6, 7]
+    kept = [0, 2, 4, 5, 6, 7, 8]
     assert record["labels"].tolist() == [source[i].label for i in kept]
     for row, i in enumerate(kept):
         want = pad_to_canvas(resample_mask(plane_of(source[i]), p), p, 0)

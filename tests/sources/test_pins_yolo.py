@@ -142,6 +142,7 @@ def test_pose_keypoints_outside_the_image_do_not_drop_the_box():
     ("config", "names"),
     [
         ({"nc": 2}, ["class_0", "class_1"]),
+        ({"nc": 1}, ["class_0"]),
         ({"names": ["a", "b"], "nc": 2}, ["a", "b"]),
         ({"names": {"1": "b", "0": "a"}}, ["a", "b"]),
         ({"names": ["only"]}, ["only"]),
