@@ -261,3 +261,48 @@ def test_label_paths_are_ultralytics_img2label_paths(image, label):
 def test_a_task_given_overrides_the_label_kinds(tmp_path):
     result = scan(write(tmp_path, DETECT), annotations=AnnotationOptions(task="detection"))
     assert result.task == "detection" and not result.task_why.startswith("auto")
+
+
+def test_an_absolute_path_and_an_absolute_entry_under_src(tmp_path):
+    src = write(
+        tmp_path / "src",
+        {
+            "sub/images/train/a.jpg": None,
+            "sub/labels/train/a.txt": "0 0.5 0.5 0.2 0.2\n",
+            "val/b.jpg": None,
+            "val/b.txt": "0 0.5 0.5 0.2 0.2\n",
+        },
+    )
+    (src / "data.yaml").write_text(
+        f"path: {src / 'sub'}\ntrain: images/train\nval: {src / 'val'}\nnames: [zebra]\n"
+    )
+    result = scan(src)
+    assert [(s.image, s.split) for s in result.samples] == [
+        ("sub/images/train/a.jpg", "train"),
+        ("val/b.jpg", "val"),
+    ]
+    assert not [n for n in result.notes if "not under SRC" in n]
+
+
+def test_an_entry_of_dot_is_the_yaml_folder_itself(tmp_path):
+    files = {
+        "data.yaml": "train: .\nnames: [zebra]\n",
+        "c.jpg": None,
+        "c.txt": "0 0.5 0.5 0.2 0.2\n",
+    }
+    result = scan(write(tmp_path, files))
+    assert [(s.image, s.split) for s in result.samples] == [("c.jpg", "train")]
+    assert "c.txt" not in [r.path for r in result.rejected]  # a label beside its image
+
+
+@pytest.mark.parametrize("path", ["null", "3", "''"])
+def test_a_path_that_names_no_folder_leaves_entries_relative_to_the_yaml(tmp_path, path):
+    yaml = f"path: {path}\ntrain: images/train\nnames: [zebra, ant, cat]\n"
+    result = scan(write(tmp_path, {**DETECT, "data.yaml": yaml}))
+    assert [s.image for s in result.samples][:2] == ["images/train/a.jpg", "images/train/b.jpg"]
+
+
+def test_an_entry_naming_a_missing_list_in_a_folder_that_is_there_is_noted(tmp_path):
+    yaml = "train: images/train\ntest: images/missing.txt\nnames: [zebra, ant, cat]\n"
+    result = scan(write(tmp_path, {**DETECT, "data.yaml": yaml}))
+    assert "data.yaml: not under SRC, not packed: test: images/missing.txt" in result.notes
