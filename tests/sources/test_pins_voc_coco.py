@@ -297,3 +297,11 @@ def test_voc_split_files_name_what_is_missing_and_what_no_split_reads(tmp_path):
     )
     assert left_out in result.notes
     assert result.why.endswith("; 1 classes")
+
+
+def test_an_xml_that_cannot_be_read_rejects_its_image(tmp_path):
+    (tmp_path / "a.xml").mkdir()  # a folder where the file should be
+    rejected: list = []
+    assert read_xml(tmp_path, "a.xml", "a.jpg", rejected) is None
+    assert rejected[0].path == "a.xml"
+    assert rejected[0].reason.startswith("cannot read it (its image is not packed): ")
