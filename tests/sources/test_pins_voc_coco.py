@@ -175,6 +175,7 @@ def test_an_unknown_category_and_a_missing_id_are_named():
     ("segmentation", "outcome"),
     [
         ([[0, 0, 4, 0, 4, 4]], ("polygons", ((0.0, 0.0, 4.0, 0.0, 4.0, 4.0),))),
+        ([[0, 0, 4, 0, 4, 4, 0, 4]], ("polygons", ((0.0, 0.0, 4.0, 0.0, 4.0, 4.0, 0.0, 4.0),))),
         ([[0, 0, 4, 0]], "a polygon of 2 points (3 or more)"),
         ([[0, 0, 4, 0, 4, 4, 1]], "a polygon of 3 points (3 or more)"),
         ([[0, 0, 4, 0, 4, 4], "x"], "a polygon of 0 points (3 or more)"),
