@@ -306,3 +306,14 @@ def test_an_xml_that_cannot_be_read_rejects_its_image(tmp_path):
     assert read_xml(tmp_path, "a.xml", "a.jpg", rejected) is None
     assert rejected[0].path == "a.xml"
     assert rejected[0].reason.startswith("cannot read it (its image is not packed): ")
+
+
+def test_voc_split_files_that_list_every_image_leave_no_note_of_unused_ones(tmp_path):
+    xmls = {k: annotation(("dog", 0, (2, 2, 9, 9))) for k in ("a", "b")}
+    result = scan(voc(tmp_path, xmls, {"train": ["a"], "val": ["b"]}))
+    assert [(s.image, s.split) for s in result.samples] == [
+        ("JPEGImages/a.jpg", "train"),
+        ("JPEGImages/b.jpg", "val"),
+    ]
+    assert not [n for n in result.notes if "in no ImageSets/Main split" in n]
+    assert result.rejected == []
