@@ -143,3 +143,24 @@ def test_rles_as_pycocotools_reads_them():
         "size": [SH, SW], "counts": text.encode()}  # fmt: skip
     with pytest.raises(LabelError, match=f"an RLE of {SH}x{SW} pixels, its image is {SW}x{SH}"):
         rle_of(("rle", {"size": [SW, SH], "counts": text}), (SW, SH))
+
+
+@pytest.mark.parametrize("size", [(3, 2), (2, 3), (5, 4)])
+def test_a_mask_halved_or_kept_takes_every_other_or_every_pixel(size):
+    """A 6x4 source stretched to 3x2 samples columns 1, 3, 5 and rows 1, 3 (evenly spaced,
+    not one run); kept at 5x4 its rows are one run."""
+    block = np.zeros((4, 6), np.uint8)
+    block[1:4, 2:5] = 1
+    block[0, 0] = 1
+    objects = [SourceObject(0, (0.0, 0.0, 6.0, 4.0), ("rle", {"size": [4, 6],
+               "counts": uncompressed_of(block)}))]  # fmt: skip
+    p = place((6, 4), Geometry(size, "stretch"))
+    record, dropped = object_record(objects, (6, 4), p, instances=True)
+    assert dropped == []
+    np.testing.assert_array_equal(record["masks"][0], resample_mask(block, p))
+
+
+def uncompressed_of(plane: np.ndarray) -> list[int]:
+    flat = plane.T.ravel()
+    changes = np.flatnonzero(np.diff(np.concatenate([[0], flat, [1 - flat[-1]]])))
+    return np.diff(np.concatenate([[0], changes])).tolist()

@@ -317,3 +317,38 @@ def test_voc_split_files_that_list_every_image_leave_no_note_of_unused_ones(tmp_
     ]
     assert not [n for n in result.notes if "in no ImageSets/Main split" in n]
     assert result.rejected == []
+
+
+@pytest.mark.parametrize("bad", [2, 4])
+def test_coco_objects_left_out_are_noted_with_the_first_three(tmp_path, bad):
+    polygon = [[1, 1, 5, 1, 5, 4]]
+    annotations = [
+        {"id": 10 + k, "image_id": 1, "category_id": 4, "segmentation": polygon,
+         "bbox": [1, 1, 0, 3]}
+        for k in range(bad)
+    ] + [
+        {"id": 30, "image_id": 2, "category_id": 2, "bbox": [1, 1, 4, 3]},  # boxes only
+        {"id": 31, "image_id": 2, "category_id": 4, "segmentation": polygon, "bbox": [1, 1, 4, 3]},
+    ]  # fmt: skip
+    src = coco_layout(tmp_path, annotations)
+    result = scan(src, annotations=AnnotationOptions(task="instances"))
+    assert result.why == (
+        "COCO instances as instances: annotations/instances_train.json, 2 images, "
+        f"{bad + 2} annotations"
+    )
+    where = "annotations/instances_train.json#annotation"
+    problems = [f"{where} {10 + k}: a box of zero size (0x3)" for k in range(bad)]
+    problems.append(f"{where} 30: no segmentation to draw its mask (boxes only: --task "
+                    "detection packs it)")  # fmt: skip
+    shown = "; ".join(problems[:3]) + ("; ..." if len(problems) > 3 else "")
+    assert (
+        f"{len(problems):,} annotations will be left out of their images (listed in the "
+        f"manifest's dropped_objects): {shown}"
+    ) in result.notes
+    assert (
+        "1 annotations have boxes but no segmentation: --task instances cannot draw their "
+        "masks and leaves them out; --task detection packs their boxes"
+    ) in result.notes
+    detection = scan(src, annotations=AnnotationOptions(task="detection"))
+    assert not [n for n in detection.notes if "no segmentation" in n]
+    assert any(n.startswith(f"{bad:,} annotations will be left out") for n in detection.notes)
