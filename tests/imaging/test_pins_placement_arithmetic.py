@@ -102,7 +102,23 @@ def test_a_geometry_out_of_range_is_refused(kwargs):
 
 def test_a_geometry_at_its_limits_is_accepted():
     assert Geometry((1, 1), pad_value=0).size == (1, 1)
-    assert Geometry((np.int64(3), 2), pad_value=255).size == (3, 2)
+    for size in ((np.int64(3), 2), [3, 2]):
+        given = Geometry(size, pad_value=255).size
+        assert given == (3, 2) and all(type(v) is int for v in given)
+
+
+def test_a_geometry_fills_with_auto_interpolation_and_pads_with_0_by_default():
+    g = Geometry((4, 3))
+    assert (g.mode, g.interpolation, g.pad_value) == ("fill", "auto", 0)
+
+
+def test_an_image_is_padded_on_every_channel():
+    p = place((10, 20), Geometry((12, 6), "fit"))
+    image = np.arange(6 * 3 * 3, dtype=np.uint8).reshape(6, 3, 3)
+    canvas = pad_to_canvas(image, p, 9)
+    assert canvas.shape == (6, 12, 3) and canvas.dtype == np.uint8
+    np.testing.assert_array_equal(canvas[:, 4:7], image)
+    assert (canvas[:, :4] == 9).all() and (canvas[:, 7:] == 9).all()
 
 
 def test_a_box_is_clipped_to_the_pasted_area_of_a_wide_letterbox():

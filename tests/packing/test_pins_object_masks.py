@@ -164,3 +164,13 @@ def uncompressed_of(plane: np.ndarray) -> list[int]:
     flat = plane.T.ravel()
     changes = np.flatnonzero(np.diff(np.concatenate([[0], flat, [1 - flat[-1]]])))
     return np.diff(np.concatenate([[0], changes])).tolist()
+
+
+def test_pycocotools_deprecation_warnings_do_not_reach_the_user():
+    import warnings
+
+    p = place((SW, SH), Geometry((15, 15), "fit"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        object_record(objects(), (SW, SH), p, instances=True)
+    assert not [w for w in caught if issubclass(w.category, DeprecationWarning)]
