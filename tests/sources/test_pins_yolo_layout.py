@@ -207,3 +207,42 @@ def test_polygons_give_instances_and_detection_may_be_asked(tmp_path):
     asked = scan(src, annotations=AnnotationOptions(task="detection"))
     assert asked.task == "detection" and "packs their hull boxes only" in asked.task_why
     assert not asked.task_why.startswith("auto")
+
+
+def test_detect_needs_both_folders_and_reads_dotted_names(tmp_path):
+    only_labels = files(tmp_path / "only", {"labels/x.txt": BOX, "x.jpg": ""})
+    assert detect(scan_tree(only_labels), Options()) is None
+    dotted = files(tmp_path / "dotted", {"data.yaml": "names: [a]\n", "d/x.y.jpg": "",
+                                         "d/x.y.txt": BOX})  # fmt: skip
+    assert detect(scan_tree(dotted), Options()) is not None
+    pairs = {f"s{k}/images/x.jpg": "" for k in range(5)}
+    pairs |= {f"s{k}/labels/x.txt": BOX for k in range(5)}
+    many = files(tmp_path / "many", pairs)
+    assert detect(scan_tree(many), Options()) == (
+        "YOLO: s0/images/ + s0/labels/, s1/images/ + s1/labels/, s2/images/ + s2/labels/, "
+        "s3/images/ + s3/labels/"
+    )
+
+
+def test_a_data_yaml_without_splits_or_names_leaves_them_to_the_folders(tmp_path):
+    src = files(tmp_path, {"data.yaml": "kpt_shape: [1, 2]\n", "classes.txt": "a\nb\n",
+                           "images/train/x.jpg": "",
+                           "labels/train/x.txt": "1 0.5 0.5 0.2 0.2 0.5 0.5\n"})  # fmt: skip
+    result = scan(src)
+    assert result.class_names == ["a", "b"]
+    assert [(s.image, s.split) for s in result.samples] == [("images/train/x.jpg", "train")]
+    (sample,) = result.samples
+    objects, problems = sample.mask.objects(lambda r: (src / r).read_bytes(), (10, 10))
+    assert problems == [] and [o.label for o in objects] == [1]
+
+
+def test_without_a_data_yaml_lines_are_plain_boxes_and_backgrounds_keep_their_label_path(tmp_path):
+    src = files(tmp_path, {"classes.txt": "a\n", "images/train/x.jpg": "",
+                           "labels/train/x.txt": BOX, "images/train/y.jpg": ""})  # fmt: skip
+    result = scan(src)
+    x, y = result.samples
+    objects, problems = x.mask.objects(lambda r: (src / r).read_bytes(), (10, 10))
+    assert problems == [] and len(objects) == 1
+    assert (x.mask.key, y.mask.key) == ("labels/train/x.txt", "labels/train/y.txt")
+    assert y.mask.objects(lambda r: b"", (10, 10)) == ([], [])
+    assert result.why == "YOLO: no data.yaml, 1 classes (classes.txt); images/ + labels/"
