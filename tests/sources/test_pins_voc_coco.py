@@ -352,3 +352,37 @@ def test_coco_objects_left_out_are_noted_with_the_first_three(tmp_path, bad):
     detection = scan(src, annotations=AnnotationOptions(task="detection"))
     assert not [n for n in detection.notes if "no segmentation" in n]
     assert any(n.startswith(f"{bad:,} annotations will be left out") for n in detection.notes)
+
+
+def test_the_coco_layout_says_what_it_found_and_what_it_left(tmp_path):
+    polygon = [[1, 1, 5, 1, 5, 4]]
+    src = coco_layout(tmp_path, [
+        {"id": 1, "image_id": 1, "category_id": 4, "segmentation": polygon, "bbox": [1, 1, 4, 3]},
+        {"id": 2, "image_id": 2, "category_id": 2, "segmentation": [], "bbox": [1, 1, 4, 3]},
+    ])  # fmt: skip
+    (src / "annotations/instances_val.json").write_text(
+        (src / "annotations/instances_train.json").read_text()
+    )
+    (src / "annotations/panoptic_train.json").write_text("{}")
+    result = scan(src)
+    assert (result.layout, result.task) == ("coco", "segmentation")
+    assert result.why == (
+        "COCO instances: annotations/instances_train.json, 2 images, 2 annotations "
+        "(panoptic JSONs too: --layout coco-panoptic packs those)"
+    )
+    assert (
+        "annotations/instances_val.json: no val/ image folder beside annotations/, not packed"
+        in result.notes
+    )
+    assert any(n.startswith("1 of 2 annotations are boxes only") for n in result.notes)
+    assert any(n.startswith("semantic masks by default; --task detection") for n in result.notes)
+    asked = scan(src, annotations=AnnotationOptions(task="segmentation"))
+    assert not any(n.startswith("semantic masks by default") for n in asked.notes)
+    detection = scan(src, annotations=AnnotationOptions(task="detection"))
+    assert detection.layout == "coco" and detection.why.endswith(
+        "(panoptic JSONs too: --layout coco-panoptic packs those)"
+    )
+    assert any(
+        n.startswith("annotations/instances_val.json: no val/ image folder")
+        for n in detection.notes
+    )
