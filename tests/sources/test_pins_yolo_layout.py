@@ -246,3 +246,13 @@ def test_without_a_data_yaml_lines_are_plain_boxes_and_backgrounds_keep_their_la
     assert (x.mask.key, y.mask.key) == ("labels/train/x.txt", "labels/train/y.txt")
     assert y.mask.objects(lambda r: b"", (10, 10)) == ([], [])
     assert result.why == "YOLO: no data.yaml, 1 classes (classes.txt); images/ + labels/"
+
+
+def test_a_split_asked_of_a_yolo_folder_with_splits_names_where_they_come_from(tmp_path):
+    tree = {"images/train/x.jpg": "", "labels/train/x.txt": BOX, "classes.txt": "a\n"}
+    folders_only = files(tmp_path / "folders", tree)
+    with pytest.raises(SourceError, match=r"splits \(train\) from its YOLO split folders; drop"):
+        scan(folders_only, split={"train": 0.5, "val": 0.5})
+    with_yaml = files(tmp_path / "yaml", {**tree, "data.yaml": "train: images/train\nnames: [a]\n"})
+    with pytest.raises(SourceError, match=r"splits \(train\) from its data.yaml splits; drop"):
+        scan(with_yaml, split={"train": 0.5, "val": 0.5})
