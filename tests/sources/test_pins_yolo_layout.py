@@ -256,3 +256,16 @@ def test_a_split_asked_of_a_yolo_folder_with_splits_names_where_they_come_from(t
     with_yaml = files(tmp_path / "yaml", {**tree, "data.yaml": "train: images/train\nnames: [a]\n"})
     with pytest.raises(SourceError, match=r"splits \(train\) from its data.yaml splits; drop"):
         scan(with_yaml, split={"train": 0.5, "val": 0.5})
+
+
+def test_a_lone_label_names_the_image_it_looked_for_under_nested_labels_folders(tmp_path):
+    base = "x/labels/set"
+    src = files(tmp_path, {"classes.txt": "a\n", f"{base}/images/train/a.jpg": "",
+                           f"{base}/labels/train/a.txt": BOX,
+                           f"{base}/labels/train/lost.txt": BOX})  # fmt: skip
+    result = scan(src)
+    assert [s.image for s in result.samples] == [f"{base}/images/train/a.jpg"]
+    assert {r.path: r.reason for r in result.rejected} == {
+        f"{base}/labels/train/lost.txt": "label file without an image (looked for "
+        f"{base}/images/train/lost.*)"
+    }
