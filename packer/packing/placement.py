@@ -48,7 +48,7 @@ def check_out(
         if target == folder or _inside(folder, target):
             what = "is" if target == folder else "holds"
             raise PackError(
-                f"{flag('out', text)} {what} the source folder {folder}; a pack is written "
+                f"{flag('out', text)} {what} the source folder {_shown(folder)}; a pack is written "
                 f"beside its sources, never among them: choose another {flag('out')} (without "
                 "it the pack goes beside SRC)"
             )
@@ -69,6 +69,14 @@ def _absolute(text: str) -> PurePath:
     if storage.is_url(text):
         return PurePosixPath(text.rstrip("/"))
     return storage.as_path(text).expanduser().resolve()
+
+
+def _shown(folder: PurePath) -> str:
+    """A folder as the user wrote it: a URL's `//` (which PurePosixPath collapses) put back."""
+    if type(folder) is PurePosixPath:  # a URL's comparable form (local paths are Paths)
+        scheme, _, rest = str(folder).partition(":/")
+        return f"{scheme}://{rest}"
+    return str(folder)
 
 
 def _inside(path: PurePath, folder: PurePath) -> bool:

@@ -55,7 +55,8 @@ def reconcile(task: str, packs: list[dict], labels: list[str], maps: list) -> Re
             )
         named.append([(mapping or {}).get(n, n) for n in names])
     if all(m is None for m in maps):
-        if all(n == named[0] for n in named):
+        ignores = {_ignore(task, manifest) for manifest in packs}
+        if all(n == named[0] for n in named) and len(ignores) == 1:
             return Reconciled(
                 _table(packs[0], named[0]), _ignore(task, packs[0]), [None] * len(packs)
             )

@@ -72,13 +72,6 @@ def test_a_pack_whose_own_ignore_index_differs_maps_it_to_the_mixtures():
     assert table[:2].tolist() == [0, 1] and table[254] == 255 and table[255] == 255
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="reconcile returns no lookup when the packs' class names are identical and no "
-    "class_map is given, without comparing their ignore indices: a pack packed with "
-    "--ignore-index 254 mixed after one with 255 keeps its 254 pixels as class 254 "
-    "(mixture_classes.reconcile, the early return for identical names)",
-)
 def test_identical_classes_with_another_ignore_index_still_map_the_ignore_pixels():
     packs = [manifest(["bg", "road"]), manifest(["bg", "road"], ignore=254)]
     r = reconcile("segmentation", packs, labels_of(2), [None, None])

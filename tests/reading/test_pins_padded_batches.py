@@ -12,9 +12,14 @@ import pytest
 import packer
 from packer.reading.loader import Loader
 from packer.reading.objects import Padder
+from packer.schema import Field
 from tests.fixtures.detection import make_detection_coco
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
+
+
+# What a detection pack's padded readers pad: KerasHub's boxes and labels.
+PADDED = (Field("boxes", (4,), "<f4", ragged=True), Field("labels", (), "<i4", ragged=True))
 
 
 def ragged(counts: list[int], start: int = 0) -> dict[str, np.ndarray]:
@@ -40,7 +45,7 @@ def expected(counts: list[int], max_boxes: int, start: int = 0) -> tuple[np.ndar
 
 def test_each_image_keeps_its_first_max_boxes_objects_and_the_rest_are_counted():
     counts = [3, 0, 5, 2, 1]
-    padder = Padder(2)
+    padder = Padder(2, PADDED)
     with pytest.warns(UserWarning, match=r"max_boxes=2 cut 4 objects from a batch"):
         out = padder(ragged(counts), np.array(counts))
     labels, cut = expected(counts, 2)
@@ -52,7 +57,7 @@ def test_each_image_keeps_its_first_max_boxes_objects_and_the_rest_are_counted()
 
 
 def test_cuts_add_up_over_several_batches_and_only_the_first_warns():
-    padder = Padder(3)
+    padder = Padder(3, PADDED)
     batches = [[1, 2], [4, 3, 6], [0, 0], [3, 3], [5]]
     total, start = 0, 0
     with warnings.catch_warnings(record=True) as caught:
@@ -69,7 +74,7 @@ def test_cuts_add_up_over_several_batches_and_only_the_first_warns():
 
 
 def test_a_batch_that_fits_exactly_cuts_nothing():
-    padder = Padder(4)
+    padder = Padder(4, PADDED)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         out = padder(ragged([4, 4]), np.array([4, 4]))
@@ -77,7 +82,7 @@ def test_a_batch_that_fits_exactly_cuts_nothing():
 
 
 def test_max_boxes_of_one_keeps_each_images_first_object():
-    padder = Padder(1)
+    padder = Padder(1, PADDED)
     with pytest.warns(UserWarning, match="max_boxes=1 cut 1 objects"):
         out = padder(ragged([2, 1]), np.array([2, 1]))
     assert out["labels"].tolist() == [[0], [2]] and padder.cut == 1
@@ -86,7 +91,7 @@ def test_max_boxes_of_one_keeps_each_images_first_object():
 @pytest.mark.parametrize("value", [0, -1, True, 2.0, "3"])
 def test_max_boxes_must_be_a_positive_integer(value):
     with pytest.raises(ValueError, match="max_boxes must be a positive integer"):
-        Padder(value)
+        Padder(value, PADDED)
 
 
 def test_a_mixed_batch_counts_the_cut_of_every_pack(tmp_path):
