@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from .. import storage
 from ..errors import SourceError
 from ..flags import flag
+from .coco_files import coco_like
 from .mask_names import image_folder_of
 from .model import (
     AnnotationOptions,
@@ -34,7 +34,6 @@ LOOKED_FOR = CLASS_HELP
 _MASK_WORDS = ("mask", "label", "ann", "gt", "seg", "target")
 # Folders that mark annotations a layout must read: never class folders.
 ANNOTATION_FOLDERS = ("annotations", "gtFine", "gtCoarse")
-_JSON_PEEK = 1 << 16  # bytes read from each end of a JSON beside class folders
 
 
 def detect(tree: Tree, annotations: AnnotationOptions) -> str | None:
@@ -117,14 +116,10 @@ def refuse_unread_annotations(root: Path, tree: Tree) -> None:
 
 
 def _refuse_coco_like_json(root: Path, tree: Tree) -> None:
-    """A COCO-style JSON beside the folders (Label Studio's `result.json`, another tool's
+    """A COCO-style JSON beside the folders that no export layout recognised (another tool's
     export): the folders are its images, not classes, so say how to pack it instead."""
     for name in sorted(tree[""].files):
-        if not name.lower().endswith(".json"):
-            continue
-        head, tail = storage.read_head_tail(root / name, _JSON_PEEK, _JSON_PEEK)
-        text = (head + tail).decode("utf-8", "replace")
-        if '"images"' in text and ('"annotations"' in text or '"categories"' in text):
+        if coco_like(root, name):
             raise SourceError(
                 f"{root} holds {name}, a COCO-style annotations file (images, annotations, "
                 f"categories), beside its image folders: pack it with {flag('coco', name)} and "

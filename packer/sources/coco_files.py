@@ -15,6 +15,7 @@ from ..labels import ClassInfo, ClassTable
 from .model import Rejection, Tree, join
 
 ANNOTATIONS = "annotations"
+_JSON_PEEK = 1 << 16  # bytes read from each end of a JSON to tell whether it is COCO-like
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,16 @@ def found_files(tree: Tree, prefix: str) -> list[JsonFile]:
             rel = join(ANNOTATIONS, name)
             files.append(JsonFile(Path(rel), rel, split_name(stem), stem))
     return files
+
+
+def coco_like(root: Path, name: str) -> bool:
+    """Whether the file `name` in root is a JSON that reads like COCO (an `images` list beside
+    `annotations` or `categories`), from its first and last bytes only."""
+    if not name.lower().endswith(".json"):
+        return False
+    head, tail = storage.read_head_tail(root / name, _JSON_PEEK, _JSON_PEEK)
+    text = (head + tail).decode("utf-8", "replace")
+    return '"images"' in text and ('"annotations"' in text or '"categories"' in text)
 
 
 def read_json(root: Path, file: JsonFile) -> dict:

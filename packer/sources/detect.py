@@ -31,7 +31,7 @@ from . import (
     yolo,
 )
 from .class_folders import CLASS_HELP, refuse_unread_annotations
-from .coco_exports import Cvat, Roboflow
+from .coco_exports import Cvat, LabelStudio, Roboflow
 from .lists import list_file_note, scan_list_file
 from .mask_folders import PAIR_HELP, scan_explicit_masks
 from .model import (
@@ -53,6 +53,7 @@ REGISTRY = (
     coco,
     Cvat,
     Roboflow,
+    LabelStudio,
     coco_panoptic,
     cityscapes,
     ade20k,

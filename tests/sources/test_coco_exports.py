@@ -10,21 +10,17 @@ import numpy as np
 import pytest
 
 import packer
-from packer.errors import SourceError
 from tests.fixtures.coco import (
     EXACT,
     SHUFFLED,
     H,
     W,
     annotations_of,
-    instance_annotations,
-    instances_json,
     make_coco,
     make_panoptic,
     masks_by_image,
     painted,
     torchvision_target,
-    write_images,
 )
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
@@ -89,20 +85,3 @@ def test_annotations_without_the_optional_iscrowd_and_id_are_plain_instances(tmp
     want = masks_by_image(full, "train")
     for name, mask in masks_by_image(bare, "train").items():
         np.testing.assert_array_equal(mask, want[name], name)
-
-
-def test_a_coco_json_beside_image_folders_says_how_to_pack_it(tmp_path):
-    """Label Studio's COCO export (result.json + images/) is no one-class classification:
-    the scan says which file it is and the options that pack it."""
-    src = tmp_path / "export"
-    names = write_images(src / "images", 2)
-    data = instances_json([f"images/{n}" for n in names], instance_annotations()[:2])
-    (src / "result.json").write_text(json.dumps(data))
-    with pytest.raises(SourceError) as info:
-        packer.pack(src, out=tmp_path / "out")
-    message = str(info.value)
-    assert "result.json" in message and "coco='result.json'" in message and "\n" not in message
-    ds = packer.pack(src, out=tmp_path / "det", coco=src / "result.json", task="detection")
-    assert ds.task == "detection" and len(ds["train"]) == 2
-    cls = packer.pack(src, out=tmp_path / "cls", layout="class-folders")
-    assert cls.task == "classification"

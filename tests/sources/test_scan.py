@@ -43,6 +43,7 @@ def test_public_constants():
         "coco",
         "coco-cvat",
         "coco-roboflow",
+        "coco-labelstudio",
         "coco-panoptic",
         "cityscapes",
         "ade20k",
