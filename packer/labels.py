@@ -16,6 +16,7 @@ import numpy as np
 
 from . import storage
 from .errors import LabelError
+from .yaml_names import YAML_SUFFIXES, read_yaml_names
 
 CLASS_DICT_NAMES = ("class_dict.csv",)
 NAMES_FILE_NAMES = ("class_names.txt", "classes.txt", "labels.txt")
@@ -103,8 +104,11 @@ def find_class_table(root: Path) -> Path | None:
 
 
 def read_class_table(path: Path) -> ClassTable:
-    """Read a `name,r,g,b` CSV (row N = class N) or a names file (line N = class N)."""
+    """Read a `name,r,g,b` CSV (row N = class N), a YAML's `names` (Ultralytics' data.yaml)
+    or a names file (line N = class N)."""
     text = storage.read_bytes(path).decode("utf-8-sig").replace("\r\n", "\n")
+    if path.suffix.lower() in YAML_SUFFIXES:
+        return ClassTable.from_names(read_yaml_names(text, path.name), path.name)
     first = text.lstrip().splitlines()[0] if text.strip() else ""
     if path.suffix.lower() == ".csv" or first.replace(" ", "").lower().startswith("name,r,g,b"):
         return _read_class_dict(path, text)

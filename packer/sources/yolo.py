@@ -17,6 +17,7 @@ from pathlib import Path
 from ..errors import SourceError
 from ..flags import flag
 from ..labels import ClassTable
+from ..yaml_names import yaml_names
 from .model import (
     AnnotationOptions,
     Found,
@@ -40,7 +41,6 @@ from .yolo_yaml import (
     keypoint_fields,
     read_config,
     split_sources,
-    yaml_names,
 )
 
 NAME = "yolo"

@@ -1,7 +1,8 @@
-"""A YOLO `data.yaml` read as Ultralytics' `check_det_dataset` reads it: `names` as a list or
-{id: name} (ids 0..K-1), `nc`, and the `train`/`val`/`test` entries (a folder, a .txt list of
-images, or a list of those) relative to `path` or to the yaml's own folder, with Roboflow's
-`../train/images` read as `train/images` when the former is not there.
+"""A YOLO `data.yaml` read as Ultralytics' `check_det_dataset` reads it (its `names` and `nc`
+in `packer.yaml_names`, which `--classes data.yaml` shares), `kpt_shape`, and the
+`train`/`val`/`test` entries (a folder, a .txt list of images, or a list of those) relative to
+`path` or to the yaml's own folder, with Roboflow's `../train/images` read as `train/images`
+when the former is not there.
 """
 
 from __future__ import annotations
@@ -42,32 +43,6 @@ def read_config(root: Path, name: str) -> dict:
     if not isinstance(data, dict):
         raise SourceError(f"{name}: expected a mapping with names and train/val folders")
     return data
-
-
-def yaml_names(config: dict, name: str) -> list[str]:
-    """The class names (Ultralytics' `check_class_names`); `nc` alone names them class_<i>."""
-    names = config.get("names")
-    count = config.get("nc")
-    if names is None:
-        if not isinstance(count, int) or count < 1:
-            raise SourceError(f"{name}: no names and no class count nc")
-        return [f"class_{i}" for i in range(count)]
-    if isinstance(names, list):
-        names = dict(enumerate(names))
-    if not isinstance(names, dict) or not names:
-        raise SourceError(f"{name}: names must be a list or a mapping {{0: name, ...}}")
-    try:
-        by_id = {int(k): str(v) for k, v in names.items()}
-    except (TypeError, ValueError):
-        raise SourceError(f"{name}: names' keys must be class indices 0, 1, ...") from None
-    if sorted(by_id) != list(range(len(by_id))):
-        raise SourceError(
-            f"{name}: a {len(by_id)}-class dataset needs class indices 0..{len(by_id) - 1}, "
-            f"found {sorted(by_id)[:8]}"
-        )
-    if count is not None and count != len(by_id):
-        raise SourceError(f"{name}: nc is {count} but {len(by_id)} names are given")
-    return [by_id[i] for i in range(len(by_id))]
 
 
 def keypoint_fields(config: dict, name: str) -> int:

@@ -13,7 +13,8 @@ from packer.packing.objects import filled
 from packer.sources import AnnotationOptions, SourceError, scan
 from packer.sources.yolo import _label_of
 from packer.sources.yolo_labels import YoloObjects, line_kind, text_kinds
-from packer.sources.yolo_yaml import keypoint_fields, yaml_names
+from packer.sources.yolo_yaml import keypoint_fields
+from packer.yaml_names import yaml_names
 from tests.fixtures.yolo import DETECT, NAMES, H, W, polygon2mask, write, xywhn2xyxy
 
 
