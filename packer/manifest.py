@@ -36,11 +36,13 @@ def build(
     rejected: list[dict],
     fingerprint: str,
     converter_revision: int,
+    left_out: list[str] | None = None,
 ) -> dict:
     """Assemble the manifest; receipts are taken in (split, shard) order so stats are exact.
 
     Each shard lists its files (what `verify` hashes and readers read) and, under `receipt`,
     the receipt beside them (statistics and the states of its sources, for updates).
+    `left_out` (present when not empty) says what the source holds that no field stores.
     """
     receipts = sorted(receipts, key=lambda r: r["name"])
     splits: dict[str, dict] = {}
@@ -76,6 +78,7 @@ def build(
         "run": {**run, "backends": dict(sorted(backends.items()))},
         "rejected": rejected + [x for r in receipts for x in r["rejected"]],
         "unknown_labels": [u for r in receipts for u in r["unknown"]],
+        **({"left_out": list(left_out)} if left_out else {}),
         **(
             {"dropped_objects": [d for r in receipts for d in r.get("dropped", [])]}
             if task in OBJECT_TASKS

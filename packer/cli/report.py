@@ -75,6 +75,7 @@ def dry_run(plan: PackPlan, predicted: list[Rejection] | None = None) -> str:
         else "classes: counted from the masks while packing"
     )
     lines += [f"note:    {n}" for n in plan.notes]
+    lines += _left_out_lines(s.left_out)
     found = [*s.rejected, *(predicted or [])]
     lines += _rejections(sorted(({"path": r.path, "reason": r.reason} for r in found), key=_key))
     if predicted is not None:
@@ -146,6 +147,7 @@ def pack_summary(data: dict, plan: PackPlan) -> str:
         lines.append(f"size: {plan.size_rule}")
     lines += _rejections(data["rejected"])
     lines += dropped_lines(data, named=3)
+    lines += _left_out_lines(data.get("left_out", []))
     if data["unknown_labels"]:
         pixels = sum(sum(u["values"].values()) for u in data["unknown_labels"])
         lines.append(
@@ -243,6 +245,7 @@ def info(dataset: PackedDataset) -> str:
     lines.append("backends: " + ", ".join(f"{k} ({v})" for k, v in data["run"]["backends"].items()))
     lines += _rejections(data["rejected"])
     lines += dropped_lines(data)
+    lines += _left_out_lines(data.get("left_out", []))
     unknown = data["unknown_labels"]
     for u in unknown[:_SHOWN]:
         lines.append(
@@ -251,6 +254,11 @@ def info(dataset: PackedDataset) -> str:
     if len(unknown) > _SHOWN:
         lines.append(f"  ... and {len(unknown) - _SHOWN} more (info --json lists them all)")
     return "\n".join(lines)
+
+
+def _left_out_lines(left_out: list[str]) -> list[str]:
+    """What the source holds that the pack does not store (the manifest's `left_out`)."""
+    return [f"left out: {what}" for what in left_out]
 
 
 def _mapping_lines(data: dict) -> list[str]:

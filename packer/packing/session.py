@@ -221,6 +221,7 @@ class _Job:
             },
             run=run,
             rejected=self.rejected,
+            left_out=plan.scan.left_out,
         )
 
 

@@ -232,6 +232,7 @@ def _finish(root: Path, found: Found, fractions: dict[str, float] | None) -> Sou
         found.table,
         found.why,
         found.task_why,
+        found.left_out,
     )
 
 

@@ -54,6 +54,7 @@ class SourceScan:
     table: ClassTable | None = None  # the layout's own classes (COCO categories, Cityscapes)
     why: str = ""  # how the layout was recognised, for a dry run
     task_why: str = ""  # why this task, and what another --task would give, for a dry run
+    left_out: list[str] = field(default_factory=list)  # what the source holds, never stored
 
 
 @dataclass
@@ -105,6 +106,9 @@ class Found:
     table: ClassTable | None = None  # the layout's own classes, when it names them
     why: str = ""  # how the layout was recognised, for a dry run
     task_why: str = ""  # why this task, and what another --task would give, for a dry run
+    # What the source holds that no field of the task stores (YOLO pose keypoints), one line
+    # each: said by the pack's summary and recorded in the manifest's `left_out`.
+    left_out: list[str] = field(default_factory=list)
 
 
 def folders(

@@ -96,6 +96,11 @@ def scan(root: Path, tree: Tree, annotations: AnnotationOptions) -> Found:
     keypoints = keypoint_fields(config, config_name) if config_name else 0
     found.task, found.task_why = _task(root, labelled, texts, keypoints, annotations)
     _note_bad_lines(texts, len(names), keypoints, found)
+    if keypoints:
+        found.left_out.append(
+            f"keypoints: {config.get('kpt_shape')} per object (kpt_shape in {config_name}) "
+            "are not packed, only each pose label's box and class"
+        )
     for image, split, label in paired:
         digest = digest_of([len(names), found.task, label is not None, keypoints])
         files = (label,) if label is not None else ()
