@@ -196,7 +196,10 @@ def _finish(root: Path, found: Found, fractions: dict[str, float] | None) -> Sou
     """Apply the split policy, refuse an empty result and sort everything deterministically."""
     items, rejected = found.items, found.rejected
     folder_splits = sorted({split for _, split, _, _ in items if split})
-    if folder_splits:
+    if folder_splits and fractions is not None and found.resplit:
+        items = _resplit(items, fractions, found)
+        split_source = "hash"
+    elif folder_splits:
         if fractions is not None:
             raise SourceError(
                 f"the source already has splits ({', '.join(folder_splits)}) from its "
@@ -234,6 +237,20 @@ def _finish(root: Path, found: Found, fractions: dict[str, float] | None) -> Sou
         found.task_why,
         found.left_out,
     )
+
+
+def _resplit(items: list, fractions: dict[str, float], found: Found) -> list:
+    """--split over a source whose splits are lists: each listed image once (in the first
+    list naming it), assigned by the hash of its path as a source without splits is."""
+    listed = sorted({split for _, split, _, _ in items if split})
+    once = {}
+    for item in sorted(items, key=itemgetter(1, 0)):
+        once.setdefault(item[0], item)
+    found.notes.append(
+        f"{flag('split')} re-splits the {len(once):,} images of the {found.split_origin} "
+        f"({', '.join(listed)}) by a hash of each path, instead of those splits"
+    )
+    return [(i, assign_split(i, fractions), m, label) for i, _, m, label in once.values()]
 
 
 def _empty_error(root: Path, found: Found, rejected: list[Rejection]) -> SourceError:

@@ -102,6 +102,7 @@ class Found:
     rejected: list[Rejection] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     split_origin: str = "split folders"
+    resplit: bool = False  # its splits are lists (VOC's ImageSets) that --split may replace
     class_dirs: list[list[str]] = field(default_factory=list)  # per split, sibling class folders
     table: ClassTable | None = None  # the layout's own classes, when it names them
     why: str = ""  # how the layout was recognised, for a dry run

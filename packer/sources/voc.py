@@ -1,5 +1,5 @@
 """The Pascal VOC detection layout: `Annotations/<id>.xml` beside `JPEGImages/<id>.jpg`, splits
-from `ImageSets/Main/<split>.txt`.
+from `ImageSets/Main/<name>.txt` (any name; `voc_splits`), which `--split` may re-split.
 
 Boxes are converted as Detectron2's `pascal_voc.py` does: VOC's 1-based inclusive pixel
 indices become continuous coordinates x1 = xmin - 1, y1 = ymin - 1, x2 = xmax, y2 = ymax;
@@ -17,9 +17,8 @@ from ..flags import flag
 from ..labels import ClassTable
 from .model import AnnotationOptions, Found, Rejection, Tree, ext, is_image, join, stem
 from .object_layouts import chosen_task, given_names
-from .splits import SPLIT_NAMES
+from .voc_splits import split_lists
 from .voc_xml import VocObjects, XmlObject, read_xml
-from .walk import read_text
 
 NAME = "voc"
 DESCRIPTION = "Pascal VOC detection: Annotations/*.xml + JPEGImages/ (+ ImageSets/Main/)"
@@ -52,7 +51,7 @@ def scan(root: Path, tree: Tree, annotations: AnnotationOptions) -> Found:
         )
     why = "Annotations/ XML hold boxes only (VOC's SegmentationObject/ masks are not read)"
     task = chosen_task("Pascal VOC", annotations.task, "detection", TASKS, why)
-    found = Found(NAME, task, LOOKED_FOR, split_origin="ImageSets/Main/")
+    found = Found(NAME, task, LOOKED_FOR, split_origin="ImageSets/Main/ lists", resplit=True)
     found.task_why = f"{'auto: ' * (annotations.task == 'auto')}{why}"
     parsed: list[tuple[str, str, str, list[XmlObject]]] = []  # image, split, xml, objects
     for base in bases:
@@ -97,15 +96,16 @@ def _has_masks(tree: Tree, base: str) -> bool:
 
 
 def _read_base(root: Path, tree: Tree, base: str, found: Found) -> list:
-    """One VOC folder: (image, split, xml, objects) per image listed in a split file (every
-    image with an XML when there are no split files); the rest rejected or noted."""
+    """One VOC folder: (image, split, xml, objects) per image of each split list (an image in
+    two lists is in both splits; every image with an XML when there are no lists); the rest
+    rejected or noted."""
     images_dir, xml_dir = join(base, "JPEGImages"), join(base, "Annotations")
     images = {stem(n): join(images_dir, n) for n in tree[images_dir].files if is_image(n)}
     xmls = {stem(n): join(xml_dir, n) for n in tree[xml_dir].files if ext(n) == ".xml"}
-    splits = _splits(root, tree, base, found)
-    wanted = splits if splits is not None else dict.fromkeys(xmls, "")
-    parsed = []
-    for key, split in sorted(wanted.items()):
+    splits = split_lists(root, tree, base, found)
+    wanted = splits if splits is not None else [(key, "") for key in sorted(xmls)]
+    parsed, read = [], {}
+    for key, split in wanted:
         image, xml = images.get(key), xmls.get(key)
         if image is None:
             where = xml or f"{base}/ImageSets/Main/{split}.txt".lstrip("/")
@@ -118,10 +118,12 @@ def _read_base(root: Path, tree: Tree, base: str, found: Found) -> list:
                 Rejection(image, f"no annotation (looked for {xml_dir}/{key}.xml)")
             )
             continue
-        objects = read_xml(root, xml, image, found.rejected)
-        if objects is not None:
-            parsed.append((image, split, xml, objects))
-    unused = [k for k in images if k not in wanted]
+        if key not in read:
+            read[key] = read_xml(root, xml, image, found.rejected)
+        if read[key] is not None:
+            parsed.append((image, split, xml, read[key]))
+    listed = {key for key, _ in wanted}
+    unused = [k for k in images if k not in listed]
     if unused and splits is not None:
         found.notes.append(f"{len(unused)} images in {images_dir}/ are in no ImageSets/Main split")
     elif unused:
@@ -130,33 +132,7 @@ def _read_base(root: Path, tree: Tree, base: str, found: Found) -> list:
         ]
     if splits is None:
         return parsed
-    lone = [k for k in xmls if k not in wanted]
+    lone = [k for k in xmls if k not in listed]
     if lone:
         found.notes.append(f"{len(lone)} XML in {xml_dir}/ are in no ImageSets/Main split")
     return parsed
-
-
-def _splits(root: Path, tree: Tree, base: str, found: Found) -> dict[str, str] | None:
-    """id -> split from ImageSets/Main/<split>.txt (train, val, test, ...; per-class lists and
-    trainval are not splits); None when there are none."""
-    folder = join(base, "ImageSets/Main")
-    node = tree.get(folder)
-    lists = [n for n in node.files if ext(n) == ".txt"] if node else []
-    used = [n for n in lists if stem(n).lower() in SPLIT_NAMES]
-    if not used:
-        return None
-    splits: dict[str, str] = {}
-    for name in used:  # sorted names: an id listed twice stays in the first split file
-        for line in read_text(root / folder / name, f"{folder}/{name}").splitlines():
-            if line.strip():
-                splits.setdefault(line.split()[0], stem(name))
-    ignored = len(lists) - len(used)
-    found.notes.append(
-        f"splits from {folder}/: {', '.join(used)}"
-        + (
-            f" ({ignored} other lists there, e.g. trainval or per-class, not read)"
-            if ignored
-            else ""
-        )
-    )
-    return splits

@@ -282,18 +282,22 @@ def test_voc_split_files_name_what_is_missing_and_what_no_split_reads(tmp_path):
     result = scan(src)
     assert [(s.image, s.split) for s in result.samples] == [
         ("JPEGImages/a.jpg", "train"),
-        ("JPEGImages/b.jpg", "train"),  # listed in train and val: the first file's
+        ("JPEGImages/b.jpg", "train"),  # listed in train and val: in both, said in a note
+        ("JPEGImages/b.jpg", "val"),
         ("JPEGImages/c.jpg", "val"),
     ]
+    assert "1 ids are in more than one split list, packed in each (e.g. b: train, val)" in (
+        result.notes
+    )
     assert {r.path: r.reason for r in result.rejected} == {
         "ImageSets/Main/train.txt": "no image for it (looked for JPEGImages/ghost.*)"
     }
     assert "1 images in JPEGImages/ are in no ImageSets/Main split" in result.notes
     assert "1 XML in Annotations/ are in no ImageSets/Main split" in result.notes
-    assert any(n.startswith("splits from ImageSets/Main/:") and "(1 other lists there" in n
+    assert any(n.startswith("splits from ImageSets/Main/:") and "(1 per-class lists there" in n
                for n in result.notes)  # fmt: skip
     left_out = (
-        "1 object will be left out (the rest of their images kept), e.g. "
+        "2 objects will be left out (the rest of their images kept), e.g. "
         "Annotations/b.xml object 2 (?): no <name>"
     )
     assert left_out in result.notes

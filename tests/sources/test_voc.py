@@ -47,7 +47,11 @@ def test_splits_from_image_sets_main(tmp_path):
         ("2008_000002.jpg", "train"),
         ("2008_000003.jpg", "val"),
     ]
-    assert any("2 other lists there" in n for n in result.notes)
+    assert any("(1 per-class lists there" in n for n in result.notes)
+    assert (
+        "trainval.txt is train.txt + val.txt: packed as train and val, not again as trainval"
+        in (result.notes)
+    )
     assert any("1 images in JPEGImages/ are in no ImageSets/Main split" in n for n in result.notes)
 
 
