@@ -15,7 +15,7 @@ import numpy as np
 
 from ..schema import Field
 
-# References while `_released` inspects a pooled array: the pool's dict, the generator's loop
+# References while `_released` inspects a pooled array: the pool's dict, `take`'s loop
 # variable, the parameter and getrefcount's argument; its owner (when the array is a view):
 # the array's `base`, the local name and getrefcount's argument.
 _ARRAY_REFS, _OWNER_REFS = 4, 3
@@ -41,9 +41,14 @@ class BufferPool:
     def take(self, count: int) -> dict[str, np.ndarray]:
         """Arrays of `count` records per field: a released set if there is one, else new ones."""
         with self._lock:
-            sets = self._sets.setdefault(count, [])
+            sets = self._sets.get(count)
+            if sets is None:
+                sets = self._sets[count] = []
             for arrays in sets:
-                if all(_released(a) for a in arrays.values()):
+                for a in arrays.values():  # a loop, not all(...): its generator costs more
+                    if not _released(a):
+                        break
+                else:
                     return dict(arrays)  # the caller's references mark the set as taken
             arrays = {f.name: aligned_empty((count, *f.shape), f.dtype) for f in self.fields}
             if len(sets) < self.limit:

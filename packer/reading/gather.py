@@ -65,7 +65,10 @@ def thread_count() -> int:
 def read(runs: Sequence[Run]) -> None:
     """Read every run (`reader.read_into(local, rows)`), its rows split among the threads when
     the batch is large enough; returns when every row is filled."""
-    total = sum(array.nbytes for _, _, rows in runs for array in rows.values())
+    total = 0
+    for _, _, rows in runs:
+        for array in rows.values():
+            total += array.nbytes
     split = total // MIN_BYTES_PER_THREAD  # most batches stop here, before the affinity call
     threads = min(thread_count(), split) if split > 1 else 1
     if threads <= 1:

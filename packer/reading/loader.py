@@ -88,6 +88,7 @@ class Loader:
         self.cache = (o.cache_dir, o.cache_bytes)  # where a remote pack's shards are cached
         self.split_name = split
         self.pass_ = Pass(0)
+        self._other: Pass | None = None  # the whole epoch pass_of gave last, for another epoch
         self.augment = o.augment
         self._split: Split | None = None
         dataset = self.split.dataset
@@ -184,8 +185,15 @@ class Loader:
         self._prefetched.clear()
 
     def pass_of(self, epoch: int | None) -> Pass:
-        """The current pass for its own epoch (or None), a whole epoch for any other."""
-        return self.pass_ if epoch is None or epoch == self.epoch else Pass(epoch)
+        """The current pass for its own epoch (or None), a whole epoch for any other: the same
+        Pass object batch after batch (tf.data's passes name theirs), so that the sampler
+        finds its order by identity."""
+        if epoch is None or epoch == self.epoch:
+            return self.pass_
+        other = self._other
+        if other is None or other.epoch != epoch:
+            other = self._other = Pass(epoch)
+        return other
 
     def indices(self, index: int, epoch: int | None = None) -> np.ndarray:
         """Sample indices of batch `index` (of the current pass unless `epoch` names another)."""

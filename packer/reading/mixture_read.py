@@ -164,6 +164,7 @@ class MixedReader:
         self.plan = split.plan
         self.fields = fixed(split.dataset.fields)  # batched; ragged ones by `ragged`
         self.tables = split.classes.tables
+        self.relabelled = any(table is not None for table in self.tables)
         self.targets = target_names(split.dataset.task)
         self.buffers = BufferPool(self.fields)
         self.readers = [part.reader for part in split.parts]
@@ -175,6 +176,7 @@ class MixedReader:
         self.starts = np.asarray(
             [self.plan.offsets[k] + split.parts[k].offsets[s] for k, s in self.shards], np.int64
         )
+        self.pack_of = np.asarray([k for k, _ in self.shards], np.int64)  # per shard
         self.files = [
             [
                 f
@@ -197,10 +199,11 @@ class MixedReader:
             raise IndexError(f"a mixture's ids are >= 0, got {order[0]}")
         if out is None:
             out = self.buffers.take(len(order))
-        _, pack, sample = self.plan.locate(order)
-        joint = self.plan.offsets[pack] + sample  # ascending: packs one after another
-        shard = np.searchsorted(self.starts, joint, side="right") - 1
-        cuts = [0, *(np.flatnonzero(np.diff(shard)) + 1).tolist(), len(order)]
+        # an id's (pack offset + sample) is the id // repeats (see mixture_plan): ascending,
+        # packs one after another, so each shard's rows are one stretch of the sorted batch
+        joint = order // self.plan.repeats
+        shard = self.starts.searchsorted(joint, side="right") - 1
+        cuts = [0, *(np.flatnonzero(shard[1:] != shard[:-1]) + 1).tolist(), len(order)]
         runs = []
         for start, stop in itertools.pairwise(cuts):
             v = int(shard[start])
@@ -214,11 +217,13 @@ class MixedReader:
                 reader.cache.ensure(self.files[v])
                 gather.read([run])
         gather.read(runs)
-        for k, table in enumerate(self.tables):
-            if table is not None:
-                first, last = np.searchsorted(pack, [k, k + 1])
-                rows = {name: array[first:last] for name, array in out.items()}
-                relabel(rows, table, self.targets)
+        if self.relabelled:
+            pack = self.pack_of[shard]
+            for k, table in enumerate(self.tables):
+                if table is not None:
+                    first, last = np.searchsorted(pack, [k, k + 1])
+                    rows = {name: array[first:last] for name, array in out.items()}
+                    relabel(rows, table, self.targets)
         if ordered:
             inverse = np.searchsorted(order, np.asarray(indices, np.int64))
             for array in out.values():

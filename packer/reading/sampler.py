@@ -112,6 +112,9 @@ class Sampler:
     plan: MixturePlan | None = None  # a mixture's: its epoch orders, of draws' ids
     _cache: OrderedDict = field(default_factory=OrderedDict, repr=False, compare=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    # (pass, its order) last asked for: every batch of a pass asks again, and a reader keeps
+    # one Pass object for its pass, so `is` finds it without hashing or locking
+    _last: tuple | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
@@ -130,7 +133,7 @@ class Sampler:
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
-        state["_cache"], state["_lock"] = OrderedDict(), None
+        state["_cache"], state["_lock"], state["_last"] = OrderedDict(), None, None
         return state
 
     def __setstate__(self, state: dict) -> None:
@@ -147,13 +150,18 @@ class Sampler:
 
     def order(self, p: Pass | int) -> np.ndarray:
         """This rank's sample indices, in the order pass `p` (or a whole epoch) visits them."""
+        last = self._last
+        if last is not None and last[0] is p:
+            return last[1]
         p = Pass(p) if isinstance(p, int) else p
         with self._lock:
             if p not in self._cache:
                 self._cache[p] = self._make_order(p)
                 while len(self._cache) > _CACHED:
                     self._cache.popitem(last=False)
-            return self._cache[p]
+            order = self._cache[p]
+            self._last = (p, order)
+            return order
 
     def _make_order(self, p: Pass) -> np.ndarray:
         epoch_order = self.epoch_order(p)
@@ -179,10 +187,15 @@ class Sampler:
 
     def batch(self, p: Pass, index: int) -> np.ndarray:
         """Sample indices of batch `index` of pass `p`."""
-        if not 0 <= index < self.batches(p):
-            raise IndexError(f"batch {index} out of range ({self.batches(p)} batches)")
+        order = self.order(p)
         start = index * self.batch_size
-        return self.order(p)[start : start + self.batch_size]
+        if (
+            index < 0
+            or start >= len(order)
+            or (self.drop_remainder and start + self.batch_size > len(order))
+        ):
+            raise IndexError(f"batch {index} out of range ({self.batches(p)} batches)")
+        return order[start : start + self.batch_size]
 
     def window_runs(self, p: Pass, index: int) -> list[tuple[int, int]]:
         """The window of pass `p` that batch `index` starts in, as sorted runs of consecutive
@@ -250,7 +263,7 @@ class Sampler:
                 f"new one): finish it with world_size={world} before changing the world size again"
             )
         with self._lock:
-            self.seed, self._cache = int(state["seed"]), OrderedDict()
+            self.seed, self._cache, self._last = int(state["seed"]), OrderedDict(), None
         window = int(state.get("window", 0)) if not self.strided else 0
         if not any(c for _, c in passes):  # an epoch's start: read it all in this layout
             return Pass(epoch)

@@ -90,6 +90,7 @@ class _Packed:
         self._target_dtype = _target_dtype(o.target_dtype, o.one_hot)
         self._finish = None if o.augment_device is None else self._device_finish(o.augment_device)
         self._position = torch.zeros(ENCODED_LENGTH, dtype=torch.int64).share_memory_()
+        self._seen: list[int] | None = None  # the position's numbers `_sync` last took
         self._publish()
         self._sender: handoff.Sender | None = None  # in a DataLoader worker
 
@@ -119,10 +120,14 @@ class _Packed:
         self._position[:] = torch.tensor(self.loader.pass_.encode())
 
     def _sync(self) -> int:
-        """Take the shared position; returns the batches of the pass."""
-        shared = Pass.decode(self._position.tolist())
-        if shared != self.loader.pass_:
-            self.loader.pass_ = shared
+        """Take the shared position; returns the batches of the pass. Every batch asks, so
+        the position is decoded only when its numbers changed since the last look."""
+        values = self._position.numpy().tolist()
+        if values != self._seen:
+            self._seen = values
+            shared = Pass.decode(values)
+            if shared != self.loader.pass_:
+                self.loader.pass_ = shared
         return len(self.loader)
 
     def _device_finish(self, augment_device: str | torch.device) -> torch_device.DeviceFinish:

@@ -134,3 +134,29 @@ def test_a_position_that_leaves_this_layout_nothing_starts_the_next_epoch():
     assert s.load_state_dict(state) == Pass(4)
     with pytest.raises(IndexError, match="out of range"):
         s.batch(Pass(4), s.batches(Pass(4)))  # one batch past the end
+
+
+def test_a_pass_asked_again_after_a_state_with_another_seed_gets_that_seeds_order():
+    """The sampler finds the last pass's order by identity; a loaded state's seed must not
+    leave the old seed's order behind for the same Pass object."""
+    s = Sampler(SHARDS, 4, "global", seed=1)
+    p = Pass(2)
+    first = s.order(p).copy()
+    other = Sampler(SHARDS, 4, "global", seed=7)
+    s.load_state_dict(other.state_dict(Pass(0), 0))
+    assert s.order(p) is s.order(p)
+    assert not np.array_equal(s.order(p), first)
+    assert np.array_equal(s.order(p), other.order(Pass(2)))
+    with pytest.raises(IndexError):
+        s.batch(p, len(s))
+    assert np.array_equal(s.batch(p, len(s) - 1), other.order(Pass(2))[4 * (len(s) - 1) :])
+
+
+@pytest.mark.parametrize("drop", [False, True])
+def test_batch_indices_end_where_the_batch_count_says(drop):
+    s = Sampler(SHARDS, 4, "global", drop_remainder=drop)  # 50 records: 12 whole batches + 2
+    assert s.batches(Pass(0)) == (12 if drop else 13)
+    assert [len(s.batch(Pass(0), i)) for i in range(s.batches(Pass(0)))][-1] == (4 if drop else 2)
+    for index in (-1, s.batches(Pass(0))):
+        with pytest.raises(IndexError):
+            s.batch(Pass(0), index)
