@@ -89,6 +89,7 @@ def probe_kind(data: bytes, max_pixels: int) -> tuple[Header, Image.Image | None
         except ImageError as exc:
             header, image = _pillow_or(exc, data, max_pixels)  # a TIFF only Pillow reads
         else:
+            info.check_single()
             if not info.photo:
                 return info.header, None, PixelKind(info.dtype.name, info.bands)
             header, image = probe(data, max_pixels)

@@ -1,7 +1,9 @@
 """TIFF through tifffile: the header (size, sample type, bands, orientation) and the pixels as
 stored, for what Pillow cannot keep: 16-bit and float samples, and more bands than RGB(A).
 
-Pillow opens a 12-band TIFF as no image at all, reads RGB plus an unspecified extra sample
+A TIFF of several full-size pages (a stack) is refused: packing its first page would drop the
+others (reduced-resolution pages, a GeoTIFF's overviews, are not images of their own). Pillow
+opens a 12-band TIFF as no image at all, reads RGB plus an unspecified extra sample
 (near-infrared) as RGB, and truncates 16-bit colour; tifffile reads every sample type and band
 count. Its messages go into the refusal's reason, never to the terminal (tifffile logs through
 `logging`, which would print them on stderr). 8-bit photos (grey, palette, RGB, RGB + alpha,
@@ -35,6 +37,16 @@ class TiffInfo:
     dtype: np.dtype
     bands: int
     photo: bool  # an 8-bit picture Pillow converts to RGB as before (no band to lose)
+    images: int  # full-size pages (reduced-resolution ones, overviews, are not counted)
+
+    def check_single(self) -> None:
+        """Refuse a stack: packing its first page would drop the others."""
+        if self.images > 1:
+            raise ImageError(
+                f"the TIFF holds {self.images} full-size images (pages), packer packs one image "
+                "a file: save an image's bands in one page (tifffile.imwrite(..., "
+                "planarconfig='separate'), as GDAL writes them) or each page as its own file"
+            )
 
 
 def is_tiff(data: bytes) -> bool:
@@ -83,6 +95,7 @@ def tiff_info(data: bytes, max_pixels: int) -> TiffInfo:
             extras = tuple(int(e) for e in page.extrasamples)
             tag = page.tags.get(_ORIENTATION_TAG)
             orientation = int(tag.value) if tag is not None else 1
+            images = sum(not getattr(p, "is_reduced", False) for p in tif.pages)
     except Exception as exc:
         raise ImageError(f"unreadable TIFF: {_reason(exc, messages)}") from exc
     if dtype is None or "Y" not in axes or "X" not in axes:
@@ -94,7 +107,7 @@ def tiff_info(data: bytes, max_pixels: int) -> TiffInfo:
         )
     photo = (dtype == np.uint8 or dtype == np.bool_) and _photo_layout(samples, photometric, extras)
     header = Header("TIFF", (int(width), int(height)), orientation if 1 <= orientation <= 8 else 1)
-    return TiffInfo(header, dtype, samples, photo)
+    return TiffInfo(header, dtype, samples, photo, images)
 
 
 def _photo_layout(samples: int, photometric: int, extras: tuple[int, ...]) -> bool:

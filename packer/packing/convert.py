@@ -240,7 +240,10 @@ class Converter:
         kinds = self.config.image_kinds
         stored = self.config.conversion.output(image.kind)
         if kinds is None:
-            raise ImageKindError(f"{path}: {image.kind.describe()}, the pack stores {field}")
+            raise ImageKindError(
+                f"{path}: {image.kind.describe()}, the pack stores {field.dtype} "
+                f"{list(field.shape)} images"
+            )
         raise ImageKindError(kinds.mismatch(path, image.kind, stored))
 
     def _objects_record(self, sample: Sample, image, states: dict, read) -> dict:

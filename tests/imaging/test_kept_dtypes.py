@@ -164,3 +164,20 @@ def test_unreadable_tiff_names_the_reason_quietly(data, capfd):
     assert "\n" not in str(caught.value)
     out, err = capfd.readouterr()
     assert out == "" and err == ""
+
+
+def test_a_stack_of_pages_is_refused_and_overviews_are_not_pages():
+    """tifffile.imwrite of a [3, H, W] array writes three pages: packing the first would
+    drop two images, so the file is refused; a GeoTIFF's reduced-resolution overview is no
+    image of its own and the full-size page packs."""
+    stack = RNG.integers(0, 65536, (3, 8, 9), dtype=np.uint16)
+    buffer = io.BytesIO()
+    tifffile.imwrite(buffer, stack, photometric="minisblack")
+    with pytest.raises(ImageError, match=r"holds 3 full-size images \(pages\)"):
+        decode_image(buffer.getvalue(), None)
+    buffer = io.BytesIO()
+    with tifffile.TiffWriter(buffer) as writer:
+        writer.write(stack[0], photometric="minisblack")
+        writer.write(stack[0, ::2, ::2], photometric="minisblack", subfiletype=1)
+    loaded = decode_image(buffer.getvalue(), None)
+    assert np.array_equal(loaded.pixels[..., 0], stack[0])
