@@ -136,6 +136,7 @@ def _channel_moments(receipts: list[dict]) -> tuple[np.ndarray, np.ndarray]:
             mean = total / count
             return mean, squares / count - mean**2
         hists = [np.asarray(r["channel_hist"], np.float64) for r in receipts]
+        hists = [h for h in hists if h.any()]  # a shard of rejected records counted nothing
         hist = np.sum(hists, axis=0) if hists else np.zeros((3, 256))
         values = np.arange(256, dtype=np.float64)
         total = hist.sum(axis=1)

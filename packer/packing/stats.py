@@ -88,7 +88,9 @@ class ChunkStats:
 def merge(chunks: Iterable[ChunkStats]) -> dict:
     """A shard's statistics, as its receipt stores them (JSON-ready)."""
     chunks = list(chunks)
-    hist = np.zeros((max((len(c.channel_hist) for c in chunks), default=3), 256), np.int64)
+    # a chunk whose records were all rejected has counted nothing (and has 3 default rows)
+    hists = [c.channel_hist for c in chunks if c.channel_moments is None and c.channel_hist.any()]
+    hist = np.sum(hists, axis=0) if hists else np.zeros((3, 256), np.int64)
     moments = None
     classes: Counter = Counter()
     backends: Counter = Counter()
@@ -98,8 +100,6 @@ def merge(chunks: Iterable[ChunkStats]) -> dict:
             objects = (objects or Counter()) + c.objects
         if c.channel_moments is not None:
             moments = c.channel_moments if moments is None else moments + c.channel_moments
-        elif len(c.channel_hist) == len(hist):
-            hist += c.channel_hist
         classes.update({int(k): int(c.class_counts[k]) for k in np.flatnonzero(c.class_counts)})
         backends.update(c.backends)
     return {
