@@ -208,8 +208,11 @@ class _Packed:
         if slot is None:
             return None
         if as_stored:
-            fixed = loader.split.reader.fields  # images, and any other fixed field read beside
-            out = {f.name: np.empty((len(counts), *f.shape), f.dtype) for f in fixed}
+            out = {  # the images into the slot; any other fixed field read beside them
+                f.name: np.empty((len(counts), *f.shape), f.dtype)
+                for f in loader.split.reader.fields
+                if f.name != "images"
+            }
             loader.read(index, out=out | {"images": slot.arrays[0]})
         else:
             np.copyto(slot.arrays[0], images)
@@ -241,10 +244,10 @@ class _Packed:
             targets = (targets[0] + one_hot, self._target_dtype)
         slot = self._sender.take([fields["images"], targets])
         if slot is not None:
-            out = {name: np.empty(*spec) for name, spec in fields.items()}
-            out["images"] = slot.arrays[0]
+            out = {"images": slot.arrays[0]}  # straight into the slot, as the targets...
             if as_stored:
-                out[transform.target] = slot.arrays[1]
+                out[transform.target] = slot.arrays[1]  # ...when they are stored as asked
+            out |= {name: np.empty(*spec) for name, spec in fields.items() if name not in out}
             arrays = loader.read(index, out=out)
             if not as_stored:
                 np.copyto(slot.arrays[1], transform(arrays)[1], casting="unsafe")
