@@ -1,5 +1,7 @@
 """Fields: the arrays every packed sample holds (images, masks or labels; objects' boxes, ...).
 
+Each field has a kind (`packer.fields`): what its values mean and how each stage treats them.
+
 A fixed field holds one array of `shape` per sample. A ragged field (detection, instances)
 holds `[N, *shape]` per sample, N the sample's object count: each format stores its values and
 where each sample's rows start, and the field itself says how one object's row is stored
@@ -28,6 +30,29 @@ class Field:
     dtype: str
     ragged: bool = False
     packing: str = ""
+    kind: str = ""  # a `packer.fields` kind name; empty: the kind today's fields of this name have
+
+    def __post_init__(self) -> None:
+        if not self.kind:
+            object.__setattr__(self, "kind", PRESET_KINDS.get((self.name, self.ragged), "array"))
+
+    def __getstate__(self) -> dict:
+        """Pickled with its kind when that is not built in, so that a worker process started
+        by spawn knows a kind the parent registered."""
+        from . import fields
+
+        state = {k: v for k, v in self.__dict__.items() if k in FIELD_NAMES}
+        if self.kind not in fields.BUILTIN:
+            state["kind_object"] = fields.get(self.kind)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        from . import fields
+
+        kind = state.pop("kind_object", None)
+        if kind is not None:
+            fields.register(kind)
+        self.__dict__.update(state)
 
     @cached_property
     def nbytes(self) -> int:
@@ -52,6 +77,7 @@ class Field:
         extra = {"ragged": True} if self.ragged else {}
         return {
             "name": self.name,
+            "kind": self.kind,
             "shape": list(self.shape),
             "dtype": self.dtype,
             **extra,
@@ -94,38 +120,23 @@ class Field:
             data["dtype"],
             bool(data.get("ragged", False)),
             data.get("packing", ""),
+            data.get("kind", ""),  # manifests before kinds: inferred from name and raggedness
         )
 
 
-# The object fields of a detection pack, after the images: one row per object.
-OBJECT_FIELDS = ("boxes", "labels", "iscrowd", "difficult")
-
-
-def fields_for(
-    task: str,
-    size: tuple[int, int],
-    mask_dtype: np.dtype,
-    image: tuple[str, int] = ("uint8", 3),
-) -> tuple[Field, ...]:
-    """Images `[H,W,C]` of the sample type and band count `image` (8-bit RGB unless the source
-    is something else), plus masks `[H,W]` (segmentation), an int32 label (classification), or
-    per object a box, a label, crowd and difficult flags (detection) and a bit-packed `[H,W]`
-    mask (instances)."""
-    width, height = size
-    image_dtype, bands = image
-    image = Field("images", (height, width, bands), np.dtype(image_dtype).str)
-    if task == "segmentation":
-        return image, Field("masks", (height, width), np.dtype(mask_dtype).str)
-    if task in ("detection", "instances"):
-        objects = (
-            Field("boxes", (4,), "<f4", ragged=True),
-            Field("labels", (), "<i4", ragged=True),
-            Field("iscrowd", (), "|u1", ragged=True),
-            Field("difficult", (), "|u1", ragged=True),
-        )
-        masks = (Field("masks", (height, width), "|u1", True, "bits"),) * (task == "instances")
-        return image, *objects, *masks
-    return image, Field("labels", (), "<i4")
+# The kinds of today's presets' fields, by (name, ragged): what a manifest written before fields
+# had kinds means by its fields.
+PRESET_KINDS = {
+    ("images", False): "image",
+    ("masks", False): "mask",
+    ("labels", False): "class",
+    ("boxes", True): "boxes",
+    ("labels", True): "object_class",
+    ("iscrowd", True): "flag",
+    ("difficult", True): "flag",
+    ("masks", True): "object_mask",
+}
+FIELD_NAMES = ("name", "shape", "dtype", "ragged", "packing", "kind")
 
 
 def fixed(fields: tuple[Field, ...]) -> tuple[Field, ...]:

@@ -25,7 +25,8 @@ from ..imaging.kinds import Conversion
 from ..labels import ClassTable, mask_dtype
 from ..manifest import OBJECT_TASKS
 from ..options import OptionError, with_signature
-from ..schema import fields_for, record_bytes
+from ..fields.presets import fields_for
+from ..schema import record_bytes
 from ..sources import AnnotationOptions, Sample, SourceScan, mask_files, mask_line, scan
 from .classes import class_mapping, class_table, relabelled
 from .convert import PackConfig

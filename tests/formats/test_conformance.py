@@ -24,7 +24,8 @@ import pytest
 from packer import formats
 from packer.formats import ShardJob, tfrecord_parse
 from packer.options import Option, Options, declared, option
-from packer.schema import Field, fields_for
+from packer.fields.presets import fields_for
+from packer.schema import Field
 
 SHARD = "train-00000-of-00001"
 SIZE = (6, 4)  # (W, H)

@@ -11,7 +11,7 @@ import pytest
 
 from packer.errors import RecordIOError
 from packer.formats import recordio_objects, tfrecord_objects, tfrecord_wire
-from packer.schema import fields_for
+from packer.fields.presets import fields_for
 
 SIZE = (7, 5)  # (W, H): 35 pixels a plane, 5 bytes bit-packed
 NAMES = ["cat", "dog", "eel"]

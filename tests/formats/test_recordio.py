@@ -30,7 +30,7 @@ from packer.recordio import (
     read_index,
     unpack_record,
 )
-from packer.schema import fields_for
+from packer.fields.presets import fields_for
 
 MAGIC = bytes.fromhex("0a23d7ce")  # 0xced7230a, little-endian
 SIZE = (32, 24)  # (W, H)

@@ -15,7 +15,15 @@ import json
 import pytest
 
 import packer
-from tests.fixtures.golden import CASES, GOLDEN, GOLDEN_MANIFEST, digest, manifest_digest
+from packer.fields.presets import fields_for
+from tests.fixtures.golden import (
+    CASES,
+    GOLDEN,
+    GOLDEN_MANIFEST,
+    digest,
+    field_kinds,
+    manifest_digest,
+)
 from tests.fixtures.packs import manifest_hashes
 
 
@@ -27,3 +35,6 @@ def test_pack_bytes_match_golden_hashes(golden_sources, tmp_path, case, workers)
     packer.pack(golden_sources[kind], out=out, workers=workers, **options)
     assert digest(out) == GOLDEN[case], json.dumps(manifest_hashes(out), indent=1)
     assert manifest_digest(out) == GOLDEN_MANIFEST[case], (out / "dataset.json").read_text()
+    task = json.loads((out / "dataset.json").read_text())["task"]
+    preset = fields_for(task, (1, 1), "uint8")
+    assert field_kinds(out) == [(f.name, f.kind) for f in preset]

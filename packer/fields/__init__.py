@@ -1,0 +1,60 @@
+"""Field kinds: the registry of what a field's values can be (`FieldKind`), and lookup.
+
+Built-in kinds are listed in `BUILTIN` (name -> class); a kind defined elsewhere (a plug-in,
+a test) joins with `register(kind)`. `kind_of(field)` is what every stage asks.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from . import builtin
+from .kind import GEOMETRIES, FieldKind
+
+if TYPE_CHECKING:
+    from ..schema import Field
+
+BUILTIN: dict[str, type[FieldKind]] = {
+    k.name: k
+    for k in (
+        FieldKind,
+        builtin.Image,
+        builtin.Mask,
+        builtin.ClassId,
+        builtin.Boxes,
+        builtin.ObjectClass,
+        builtin.Flag,
+        builtin.ObjectMask,
+    )
+}
+_KINDS: dict[str, FieldKind] = {name: cls() for name, cls in BUILTIN.items()}
+
+
+def register(kind: FieldKind) -> FieldKind:
+    """Add `kind` (an instance) under its name; a name taken by another kind is an error."""
+    if not isinstance(kind, FieldKind):
+        raise TypeError(f"register() takes a FieldKind instance, not {type(kind).__name__}")
+    known = _KINDS.get(kind.name)
+    if known is not None and type(known) is not type(kind):
+        raise ValueError(f"field kind {kind.name!r} is registered already ({known!r})")
+    _KINDS[kind.name] = kind
+    return kind
+
+
+def get(name: str) -> FieldKind:
+    """The kind registered as `name`; an unknown one is a one-line error naming the known."""
+    try:
+        return _KINDS[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown field kind {name!r}; known: {', '.join(sorted(_KINDS))} "
+            "(a kind of your own joins with packer.fields.register)"
+        ) from None
+
+
+def kind_of(field: Field) -> FieldKind:
+    """The kind of `field`."""
+    return get(field.kind)
+
+
+__all__ = ["BUILTIN", "GEOMETRIES", "FieldKind", "get", "kind_of", "register"]
