@@ -8,24 +8,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import builtin
+from .boxes import Boxes
+from .class_id import ClassId
+from .flag import Flag
+from .image import Image
 from .kind import GEOMETRIES, FieldKind
+from .mask import Mask
+from .object_class import ObjectClass
+from .object_mask import ObjectMask
 
 if TYPE_CHECKING:
     from ..schema import Field
 
 BUILTIN: dict[str, type[FieldKind]] = {
-    k.name: k
-    for k in (
-        FieldKind,
-        builtin.Image,
-        builtin.Mask,
-        builtin.ClassId,
-        builtin.Boxes,
-        builtin.ObjectClass,
-        builtin.Flag,
-        builtin.ObjectMask,
-    )
+    k.name: k for k in (FieldKind, Image, Mask, ClassId, Boxes, ObjectClass, Flag, ObjectMask)
 }
 _KINDS: dict[str, FieldKind] = {name: cls() for name, cls in BUILTIN.items()}
 

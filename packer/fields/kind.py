@@ -30,6 +30,7 @@ class FieldKind:
     name: ClassVar[str] = "array"
     geometry: ClassVar[str] = "none"
     interpolation: ClassVar[str] = "linear"  # for geometry "pixels"
+    ragged: ClassVar[bool] = False  # rows per object (values + offsets), not one array a sample
     padded: ClassVar[bool] = True  # a ragged field: yielded by the padded readers (Keras, tf)
     class_ids: ClassVar[bool] = False  # values are indices into the pack's class table
 
@@ -44,3 +45,13 @@ class FieldKind:
 
     def __repr__(self) -> str:
         return f"<field kind {self.name!r}: geometry {self.geometry}>"
+
+    # --- packing: placing a source's value by the pack's geometry
+
+    # --- storage: TFRecord and RecordIO
+
+    # --- reading: batches, targets, the workers' hand-off
+
+    # --- augmentation
+
+    # --- statistics, info and preview
