@@ -57,3 +57,12 @@ def test_points_land_where_their_rows_say_and_other_fields_are_not_drawn():
     picture = np.asarray(tile.picture())
     assert picture[10, 8].tolist() == picture[40, 20].tolist() == [200, 0, 0]
     assert (picture.any(axis=2)).sum() == 2 * 13
+
+
+def test_per_object_points_take_their_objects_class_colours():
+    colors = np.array([[9, 9, 9], [200, 0, 0], [0, 0, 200]], np.uint8)
+    tile = Tile(np.zeros((24, 32, 3), np.uint8), (32, 24), colors, ["a", "b", "c"], None, "#0")
+    tile.object_classes = np.array([2, 1], np.int32)
+    fields.get("test_spots").draw(tile, np.array([[4, 5], [20, 12]], np.float32))
+    picture = np.asarray(tile.picture())
+    assert picture[5, 4].tolist() == [0, 0, 200] and picture[12, 20].tolist() == [200, 0, 0]
