@@ -6,7 +6,8 @@ image file's: `data/train-00000-of-00001.parquet#row=17&column=image`, which the
 workers read themselves (no pixels over pipes). Each process keeps the files it opened and the
 row groups it read last (up to `KEPT_BYTES` a file), since a Parquet file is read a row group at
 a time. The state of a cell is its file's (size, modification time): the cell changes only when
-its file does.
+its file does. `read_head_tail`, `stat` and `sha256` answer for a cell what storage's functions
+of the same job answer for a file (header probes, freshness checks).
 """
 
 from __future__ import annotations
@@ -102,7 +103,8 @@ class _Parquet:
         with self.lock:
             array = self.kept.pop((group, column), None)
             if array is None:
-                array = _column(self.file.read_row_group(group, columns=[column]), column)
+                _check_column(self.file.schema_arrow.names, column)
+                array = self.file.read_row_group(group, columns=[column]).column(column)
             self.kept[(group, column)] = array
             while len(self.kept) > 1 and sum(a.nbytes for a in self.kept.values()) > KEPT_BYTES:
                 self.kept.popitem(last=False)
@@ -120,14 +122,14 @@ class _Arrow:
     def value(self, row: int, column: str) -> bytes:
         if not 0 <= row < self.table.num_rows:
             raise OSError(f"row {row} is past the file's {self.table.num_rows} rows")
-        return _bytes_of(_column(self.table, column)[row], column, row)
+        _check_column(self.table.column_names, column)
+        return _bytes_of(self.table.column(column)[row], column, row)
 
 
-def _column(table, column: str):
-    """A column of a table read, with one line when the file has no such column."""
-    if column not in table.column_names:
-        raise OSError(f"no column {column!r} (the file holds {', '.join(table.column_names)})")
-    return table.column(column)
+def _check_column(names: list[str], column: str) -> None:
+    """One line when the file has no such column."""
+    if column not in names:
+        raise OSError(f"no column {column!r} (the file holds {', '.join(names)})")
 
 
 def _bytes_of(scalar, column: str, row: int) -> bytes:
