@@ -23,7 +23,7 @@ from ..flags import flag
 from .hf_cells import cell_key
 from .hf_columns import Columns, choose, features_of
 from .hf_objects import row_objects
-from .model import AnnotationOptions, Folder, Found, Rejection, Tree, folders, join
+from .model import AnnotationOptions, Folder, Found, Rejection, Tree, folders, is_image, join
 from .splits import SPLIT_NAMES
 
 NAME = "hf-datasets"
@@ -51,14 +51,15 @@ class DataFile:
 
 
 def detect(tree: Tree, annotations: AnnotationOptions) -> str | None:
-    """Why the source is a Hugging Face dataset (its Parquet or save_to_disk files), or None."""
+    """Why the source is a Hugging Face dataset (its Parquet or save_to_disk files), or None.
+    Parquet files beside image files are not taken for one (`--layout hf-datasets` reads them)."""
     top = tree[""].files
     if "dataset_dict.json" in top:
         return "Hugging Face save_to_disk folder: dataset_dict.json"
     if "state.json" in top and any(name.endswith(".arrow") for name in top):
         return "Hugging Face save_to_disk folder: state.json with Arrow files"
     parquet = _parquet(tree)
-    if parquet:
+    if parquet and not any(is_image(n) for _, names in folders(tree, "") for n in names):
         more = f" and {len(parquet) - 1} more" if len(parquet) > 1 else ""
         return f"Hugging Face Parquet files: {parquet[0]}{more}"
     return None
@@ -129,16 +130,16 @@ def _files(root: Path, tree: Tree) -> list[DataFile]:
 
 
 def _parquet_file(rel: str) -> DataFile:
-    """A Parquet file's split and config from its path: `<split>-00000-of-00001.parquet` in a
-    config folder (`data/` is the default one), else `<config>/<split>/<name>.parquet`."""
+    """A Parquet file's split and config from its path: `<split>-00000-of-00001.parquet` or
+    `<split>.parquet` in a config folder (`data/` is the default one), else
+    `<config>/<split>/<name>.parquet`."""
     folder, _, name = rel.rpartition("/")
     sharded = _SHARDED.match(name)
-    if sharded:
-        return DataFile(rel, sharded["split"], _config(folder))
+    stem = name.rsplit(".", 1)[0]
+    if sharded or stem.lower() in SPLIT_NAMES or not folder:
+        split = sharded["split"] if sharded else stem if stem.lower() in SPLIT_NAMES else ""
+        return DataFile(rel, split, _config(folder))
     parent, _, split = folder.rpartition("/")
-    if not folder:
-        stem = name.rsplit(".", 1)[0]
-        return DataFile(rel, stem if stem.lower() in SPLIT_NAMES else "")
     return DataFile(rel, split, _config(parent))
 
 

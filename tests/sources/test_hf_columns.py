@@ -142,3 +142,16 @@ def test_one_parquet_file_as_src(tmp_path):
         ("validation-00000-of-00001.parquet#row=0&column=image", "validation", 1),
         ("validation-00000-of-00001.parquet#row=1&column=image", "validation", 0),
     ]
+
+
+def test_parquet_beside_images_is_no_hub_dataset_unless_asked(tmp_path):
+    for name in ("cat", "dog"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "0.png").write_bytes(png(len(name)))
+    labelled(tmp_path / "meta" / "train.parquet", [0, 1])
+    assert scan(tmp_path).layout == "class-folders"
+    found = scan(tmp_path, layout="hf-datasets")
+    assert [(s.image, s.split) for s in found.samples] == [
+        ("meta/train.parquet#row=0&column=image", "train"),
+        ("meta/train.parquet#row=1&column=image", "train"),
+    ]
