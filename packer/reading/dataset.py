@@ -219,7 +219,7 @@ class Split:
         if self.random_access:
             for start in range(0, stop, 64):
                 batch = self.reader.read(np.arange(start, min(stop, start + 64)))
-                for k in range(len(batch["images"])):
+                for k in range(len(next(iter(batch.values())))):
                     yield {name: array[k] for name, array in batch.items()}
             return
         done = 0

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import MixtureError
-from ..fields import kind_of
+from ..fields import get, kind_of
 from ..fields.presets import fields_for
 from ..relabel import IGNORE, read_class_map
-from ..schema import Field
+from ..schema import PRESET_KINDS, Field
 
 ClassMap = Mapping[str, str | None] | str | os.PathLike
 
@@ -116,10 +116,18 @@ def _lookup(task: str, manifest: dict, names: list, index: dict, ignore: int | N
         return None
     if task != "segmentation":
         return ids.astype(np.int32)
-    dtype = np.dtype(next(f["dtype"] for f in manifest["fields"] if f["name"] == "masks"))
+    dtype = np.dtype(next(f["dtype"] for f in manifest["fields"] if _is_plane(f)))
     table = np.full(256 if dtype.itemsize == 1 else 65536, ignore, dtype)
     table[: len(ids)] = ids
     return table
+
+
+def _is_plane(entry: dict) -> bool:
+    """Whether a manifest's field entry is a fixed plane of class ids (the mask kind); its
+    kind inferred from name and raggedness where the manifest predates kinds."""
+    ragged = bool(entry.get("ragged", False))
+    kind = get(entry.get("kind") or PRESET_KINDS.get((entry["name"], ragged), "array"))
+    return not ragged and kind.class_ids and kind.geometry == "labels"
 
 
 def ids_in(pack_fields: Sequence[Field]) -> str:

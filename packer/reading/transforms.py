@@ -55,21 +55,22 @@ class Normalizer:
 def one_hot_table(num_classes: int, ignore_index: int | None, task: str) -> np.ndarray:
     """`ids_table` for the class-id fields of preset `task` (what a pack of it holds)."""
     mask = np.dtype(np.uint16 if num_classes > 255 else np.uint8)
-    return ids_table(num_classes, ignore_index, fields_for(task, (1, 1), mask))
+    preset = fields_for(task, (1, 1), mask)
+    return ids_table(num_classes, ignore_index, [f for f in preset if kind_of(f).class_ids])
 
 
 def ids_table(num_classes: int, ignore_index: int | None, fields: Sequence[Field]) -> np.ndarray:
     """A lookup table: row k is the one-hot vector of class k; other ids (ignore) are all zero.
 
-    Rows cover every id `fields` (the fixed class-id fields expanded) can hold: an unsigned
-    field's whole range (a uint16 mask's 65536), else the classes (256 at least), and the
+    Rows cover every id `fields` (the fixed class-id fields expanded) can hold: an 8- or
+    16-bit unsigned field's whole range (a uint16 mask's 65536), else the classes (256 at least), and the
     ignore index of planes of class ids. Indexing it with a whole batch of ids (`table[ids]`)
     expands the batch in one vectorised step.
     """
     rows = max(256, num_classes)
     for f in fields:
         dtype = np.dtype(f.dtype)
-        if dtype.kind == "u":
+        if dtype.kind == "u" and dtype.itemsize <= 2:
             rows = max(rows, 2 ** (8 * dtype.itemsize))
         if ignore_index is not None and kind_of(f).geometry == "labels":
             rows = max(rows, ignore_index + 1)
