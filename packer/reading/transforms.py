@@ -63,9 +63,9 @@ def ids_table(num_classes: int, ignore_index: int | None, fields: Sequence[Field
     """A lookup table: row k is the one-hot vector of class k; other ids (ignore) are all zero.
 
     Rows cover every id `fields` (the fixed class-id fields expanded) can hold: an 8- or
-    16-bit unsigned field's whole range (a uint16 mask's 65536), else the classes (256 at least), and the
-    ignore index of planes of class ids. Indexing it with a whole batch of ids (`table[ids]`)
-    expands the batch in one vectorised step.
+    16-bit unsigned field's whole range (a uint16 mask's 65536), else the classes (256 at
+    least), and the ignore index of planes of class ids. Indexing it with a whole batch of ids
+    (`table[ids]`) expands the batch in one vectorised step.
     """
     rows = max(256, num_classes)
     for f in fields:
