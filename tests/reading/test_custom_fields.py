@@ -141,3 +141,23 @@ def test_one_hot_expands_the_fixed_class_ids_only(packs):
         np.testing.assert_array_equal(target["heat"], records[i]["heat"])
     with pytest.raises(ValueError, match="one_hot=True does not apply"):
         Loader(packs["detection"][0], "train", 3, one_hot=True)
+
+
+@pytest.mark.parametrize("name", ["custom", "detection"])
+def test_a_mixture_relabels_every_field_of_class_ids(packs, name):
+    """Fixed (class) and ragged (object_class) class ids are looked up through the second
+    pack's table; heat and spots pass as they are."""
+    path, records = packs[name]
+    swap = {"cat": "dog", "dog": "cat"}
+    mix = packer.Mixture([packer.Stream(path), packer.Stream(path, class_map=swap)])
+    loader = Loader(mix, "train", 4, seed=0)
+    table = np.array([1, 0, 2])
+    for index in range(len(loader)):
+        ids = np.sort(loader.indices(index))
+        pack, sample = loader.split.locate(ids)
+        _, targets = loader.batch(index)
+        for target, k, i in zip(targets, pack.tolist(), sample.tolist(), strict=True):
+            labels = records[i]["labels"]
+            np.testing.assert_array_equal(target["labels"], table[labels] if k else labels)
+            np.testing.assert_array_equal(target["heat"], records[i]["heat"])
+            np.testing.assert_array_equal(target["spots"], records[i]["spots"])
