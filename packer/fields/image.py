@@ -25,6 +25,7 @@ class Image(FieldKind):
     # --- storage: TFRecord and RecordIO
 
     # --- reading: batches, targets, the workers' hand-off
+    input = True  # the readers' input
 
     # --- augmentation
 

@@ -60,6 +60,10 @@ class FieldKind:
     # --- storage: TFRecord and RecordIO
 
     # --- reading: batches, targets, the workers' hand-off
+    # The readers' input is the first fixed field whose kind has `input` (the image); every
+    # other field is a target (see reading.transforms.Targets). Which targets `one_hot`
+    # expands and the padded readers yield is said above (`class_ids`, `padded`).
+    input: ClassVar[bool] = False
 
     # --- augmentation
 
