@@ -188,8 +188,9 @@ class RecordIOShardReader:
         self.places = places = recordio_fields.places(fields)
         self.size = tuple(reversed(places.image.shape[:2]))
         self.ragged = tuple(f for f in places.trailer if f.ragged)
-        whole = encoding == "raw" and not places.trailer  # records of one size
-        self.raw = _RawLayout(fields) if whole else None
+        same = not any(f.ragged for f in fields)  # raw records of one size: read in place
+        same &= all(np.dtype(f.dtype).byteorder != ">" for f in places.trailer)
+        self.raw = _RawLayout(fields) if encoding == "raw" and same else None
         self._reader: RecordIOReader | None = None
 
     @property
@@ -271,7 +272,8 @@ class _RawLayout:
 
     A run of consecutive whole records is one system call whose buffers are each record's
     48 header bytes (chunk header, IRHeader, raw descriptor), its image and mask rows of the
-    batch arrays, and its padding. The headers are then checked together, vectorised.
+    batch arrays, the rows of the fields in its trailer and the trailer's end, and its padding.
+    The headers and trailers' ends are then checked together, vectorised.
     """
 
     HEAD = CHUNK.size + IR_HEADER.size + RAW_HEADER.size
@@ -288,27 +290,41 @@ class _RawLayout:
         )
         self.expected = np.frombuffer(head, "<u4")[_CHECKED_WORDS]
         self.pixel_fields = [image.name] + ([] if mask is None else [mask.name])
+        self.pixel_fields += [f.name for f in places.trailer]
+        self.tail = np.frombuffer(recordio_fields.fixed_tail(places.trailer), np.uint8)
 
     def read_into(self, reader: RecordIOReader, local: np.ndarray, out: dict) -> list[int]:
         """Read the whole records among `local`; return the rows left for the general path."""
         n = len(local)
         heads = np.empty((n, self.HEAD), np.uint8)
         rows = [_byte_rows(out[name], n) for name in self.pixel_fields]
+        tails = np.empty((n, len(self.tail)), np.uint8)
+        per_record = 1 + len(rows) + bool(len(self.tail)) + bool(self.pad)
         whole = (reader.ends[local] - reader.offsets[local]) == self.framed
         positions, offsets = local.tolist(), reader.offsets[local].tolist()
         run: list[int] = []
         buffers: list = []
         for j in np.flatnonzero(whole).tolist():
-            if run and (positions[j] != positions[run[-1]] + 1 or len(buffers) + 4 > IOV_MAX):
+            if run and (
+                positions[j] != positions[run[-1]] + 1 or len(buffers) + per_record > IOV_MAX
+            ):
                 self._preadv(reader, run, buffers, positions, offsets)
                 run, buffers = [], []
             run.append(j)
             buffers += [heads[j], *(r[j] for r in rows)]
+            if len(self.tail):
+                buffers.append(tails[j])
             if self.pad:
                 buffers.append(self.pad)
         if run:
             self._preadv(reader, run, buffers, positions, offsets)
         self._check(reader, heads[whole], np.flatnonzero(whole), positions, offsets)
+        cut = np.flatnonzero(whole & (tails != self.tail).any(axis=1))
+        if len(cut):
+            raise RecordIOError(
+                f"{reader.path}: record {positions[cut[0]]}: its fields trailer differs from "
+                "the manifest's fields"
+            )
         if self.label is not None and self.label.name in out:
             out[self.label.name][whole] = heads[whole, 12:16].view("<f4")[:, 0]
         return np.flatnonzero(~whole).tolist()  # split around a magic word, or damaged

@@ -88,6 +88,13 @@ def trailer(fields: Sequence[Field], record: dict) -> bytes:
     return b"".join([*data, *entries, FIELDS_FOOTER.pack(len(fields), FIELDS_MAGIC)])
 
 
+def fixed_tail(fields: Sequence[Field]) -> bytes:
+    """The end of every record's trailer when `fields` are all fixed: its (1, bytes) entries
+    and footer, the same in each record."""
+    entries = b"".join(FIELD_ENTRY.pack(1, f.nbytes) for f in fields)
+    return entries + FIELDS_FOOTER.pack(len(fields), FIELDS_MAGIC) if fields else b""
+
+
 def trailer_bytes(fields: Sequence[Field]) -> int:
     """Bytes of the trailer of fixed `fields` (ragged ones counted as one row)."""
     if not fields:

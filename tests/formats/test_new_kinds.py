@@ -59,6 +59,8 @@ PACKS = {
     "classification": (*fields_for("classification", SIZE, np.dtype(np.uint8)), HEAT, SPOTS),
     "detection": (*fields_for("detection", SIZE, np.dtype(np.uint8)), HEAT, SPOTS),
     "segmentation": (*fields_for("segmentation", SIZE, np.dtype(np.uint8)), PARTS, HEAT, SPOTS),
+    # fixed fields only: RecordIO's raw records all of one size, read in place
+    "classification+heat": (*fields_for("classification", SIZE, np.dtype(np.uint8)), HEAT),
 }
 
 
@@ -93,10 +95,12 @@ def make_records(fields: tuple[Field, ...]) -> list[dict[str, np.ndarray]]:
     return records
 
 
-def write_shard(root: Path, name: str, fields: tuple[Field, ...]) -> tuple[dict, dict, list]:
+def write_shard(
+    root: Path, name: str, fields: tuple[Field, ...], **options
+) -> tuple[dict, dict, list]:
     """The records packed as one shard of two chunks: (shard entry, options, records)."""
     fmt = formats.get(name)
-    options = {**fmt.OPTIONS, "class_names": NAMES}
+    options = {**fmt.OPTIONS, "class_names": NAMES, **options}
     records = make_records(fields)
     part_dir = root / "parts"
     part_dir.mkdir()
@@ -136,10 +140,13 @@ def assert_same(got: np.ndarray, want: np.ndarray, field: Field) -> None:
 
 
 @pytest.mark.parametrize("pack", PACKS)
-@pytest.mark.parametrize("name", formats.FORMATS)
+@pytest.mark.parametrize("name", [*formats.FORMATS, "recordio-png"])
 def test_fields_of_new_kinds_come_back_exactly(tmp_path, name, pack):
     fields = PACKS[pack]
-    shard, options, records = write_shard(tmp_path, name, fields)
+    name, _, encoding = name.partition("-")  # recordio-png: the payload a PNG file
+    shard, options, records = write_shard(
+        tmp_path, name, fields, **({"encoding": encoding} if encoding else {})
+    )
     reader = formats.get(name).open_shard(tmp_path, "train", shard, fields, options)
     try:
         for local in (np.arange(6), np.array([1, 4, 5]), np.array([4])):
@@ -166,7 +173,8 @@ def test_tensorflow_parses_new_kinds_with_the_example_decoder(tmp_path, pack):
     batches = list(tf.data.TFRecordDataset(str(path)).batch(4).map(decode))
     padded = {f.name for f in ragged(fields) if packer.fields.kind_of(f).padded}
     assert set(batches[0]) == {f.name for f in fixed(fields)} | padded
-    assert "spots" in padded and not padded & {"iscrowd", "difficult"}
+    assert ("spots" in padded) == (SPOTS in fields)
+    assert not padded & {"iscrowd", "difficult"}
     for f in fixed(fields):
         got = np.concatenate([b[f.name].numpy() for b in batches])
         assert got.dtype == np.dtype(f.dtype).newbyteorder("=")
