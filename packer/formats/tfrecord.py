@@ -1,10 +1,10 @@
 """The tfrecord format, both ways: one TFRecord file of `tf.train.Example`s per shard.
 
-Workers write Examples without TensorFlow (the bytes: `tfrecord_wire`). Optional gzip: one
-gzip member per chunk, joined in order (every gzip reader, TensorFlow's too, reads concatenated
-members as one stream). Optional DALI index files. NumPy readers scan the framing once per
-shard; `tfrecord_parse.example_decoder` is the tf.data parse of a batch. See
-formats/tfrecord.md.
+Workers write Examples without TensorFlow (the bytes: `tfrecord_wire`), each field under
+the keys its kind gives (`tfrecord_objects`). Optional gzip: one gzip member per chunk, joined
+in order (every gzip reader, TensorFlow's too, reads concatenated members as one stream).
+Optional DALI index files. NumPy readers scan the framing once per shard;
+`tfrecord_parse.example_decoder` is the tf.data parse of a batch. See formats/tfrecord.md.
 """
 
 from __future__ import annotations

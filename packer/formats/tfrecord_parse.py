@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from ..fields import kind_of
 from ..schema import Field
 from . import tfrecord_objects
 
@@ -29,7 +30,8 @@ def example_decoder(
     import tensorflow as tf
 
     size = tfrecord_objects.image_size(fields)
-    wanted = [(f, k) for f, k in tfrecord_objects.codecs(fields) if not f.ragged or k.padded]
+    codecs = tfrecord_objects.codecs(fields)
+    wanted = [(f, k) for f, k in codecs if not f.ragged or kind_of(f).padded]
     spec = {}
     for field, kind in wanted:
         spec.update(kind.tf_spec(field))
