@@ -72,32 +72,54 @@ def objects(
 ) -> dict[str, np.ndarray]:
     """The object fields (detection label columns, `PKOB` planes) among `fields` from a
     record's label values and mask rows; a label narrower than the fields' columns leaves the
-    optional ones (flags) 0."""
+    optional ones (flags) 0. Without detection fields the planes are the objects."""
     detection = sorted(
         (f for f in fields if kind_of(f).recordio == "detection"),
         key=lambda f: kind_of(f).detection_order,
     )
+    out: dict[str, np.ndarray] = {}
+    count = None if rows is None else len(rows)
+    if detection:
+        table = _table(values)
+        out = _columns(detection, table, size)
+        count = len(table)
+    for f in fields:
+        if kind_of(f).recordio == "objects":
+            if rows is None or len(rows) != count:
+                raise RecordIOError(f"{count} objects, but no mask for each")
+            out[f.name] = f.decode(rows)
+    return out
+
+
+def _table(values: np.ndarray) -> np.ndarray:
+    """A detection label's objects, `[N, B]` float64, checked."""
     values = np.asarray(values, np.float32)
     if values.size < 2:
         raise RecordIOError("a detection record needs a label of at least [A, B]")
     start, width = int(values[0]), int(values[1])
     table = values[start:]
-    needed = sum(
-        kind_of(f).detection_columns for f in detection if not kind_of(f).detection_optional
-    )
-    if width < max(needed, 1) or table.size % width:
+    if width < 1 or table.size % width:
         raise RecordIOError(f"a detection label of {values.size} values, object width {width}")
-    table = table.reshape(-1, width).astype(np.float64)
-    out, column = {}, 0
-    for f in detection:
+    return table.reshape(-1, width).astype(np.float64)
+
+
+def _columns(
+    fields: Sequence[Field], table: np.ndarray, size: tuple[int, int]
+) -> dict[str, np.ndarray]:
+    """Each field's value from its columns of `table`, in order; an optional field the
+    label is too narrow for is 0."""
+    out, column, width = {}, 0, table.shape[1]
+    for f in fields:
         kind = kind_of(f)
         stop = column + kind.detection_columns
-        part = table[:, column:stop] if stop <= width else np.zeros((len(table), stop - column))
+        if stop <= width:
+            part = table[:, column:stop]
+        elif kind.detection_optional:
+            part = np.zeros((len(table), stop - column))
+        else:
+            raise RecordIOError(
+                f"a detection label of object width {width}: no columns for {f.name}"
+            )
         out[f.name] = kind.detection_decode(f, part, size)
         column = stop
-    for f in fields:
-        if kind_of(f).recordio == "objects":
-            if rows is None or len(rows) != len(table):
-                raise RecordIOError(f"{len(table)} objects, but no mask for each")
-            out[f.name] = f.decode(rows)
     return out

@@ -16,9 +16,10 @@ import pytest
 
 import packer
 from packer import formats
+from packer.errors import RecordIOError
 from packer.fields import FieldKind
 from packer.fields.presets import fields_for
-from packer.formats import ShardJob, tfrecord_parse
+from packer.formats import ShardJob, recordio_fields, tfrecord_parse
 from packer.schema import Field, fixed, ragged
 
 
@@ -59,6 +60,12 @@ PACKS = {
     "classification": (*fields_for("classification", SIZE, np.dtype(np.uint8)), HEAT, SPOTS),
     "detection": (*fields_for("detection", SIZE, np.dtype(np.uint8)), HEAT, SPOTS),
     "segmentation": (*fields_for("segmentation", SIZE, np.dtype(np.uint8)), PARTS, HEAT, SPOTS),
+    # per-object planes without a detection label: RecordIO counts the objects by the planes
+    "planes": (
+        fields_for("classification", SIZE, np.dtype(np.uint8))[0],
+        Field("masks", (4, 6), "|u1", True, "bits", "object_mask"),
+        SPOTS,
+    ),
     # fixed fields only: RecordIO's raw records all of one size, read in place
     "classification+heat": (*fields_for("classification", SIZE, np.dtype(np.uint8)), HEAT),
 }
@@ -245,3 +252,19 @@ def test_recordio_keeps_new_kinds_in_the_fields_trailer(tmp_path):
         raw = payload[:heat_at]
         assert len(raw) == 16 + height * width * 3  # raw descriptor + the image, nothing else
         assert raw[:4] == b"PKRW" and raw[16:] == record["images"].tobytes()
+
+
+def test_a_fields_trailer_that_differs_from_the_manifest_is_refused():
+    record = make_records((HEAT, SPOTS))[0]
+    trailer = recordio_fields.trailer((HEAT, SPOTS), record)
+    payload, values = recordio_fields.split(b"IMAGE" + trailer, (HEAT, SPOTS))
+    assert bytes(payload) == b"IMAGE" and set(values) == {"heat", "spots"}
+    wide = Field("heat", (4, 7), "<f4", kind="test_heat")
+    with pytest.raises(RecordIOError, match="heat: 1 x 96 bytes in the trailer"):
+        recordio_fields.split(trailer, (wide, SPOTS))
+    with pytest.raises(RecordIOError, match="a trailer of 2 fields, the manifest has 1"):
+        recordio_fields.split(trailer, (HEAT,))
+    with pytest.raises(RecordIOError, match="no PKFD trailer"):
+        recordio_fields.split(b"IMAGE", (HEAT,))
+    with pytest.raises(RecordIOError, match="more bytes than the record holds"):
+        recordio_fields.split(trailer[40:], (HEAT, SPOTS))
