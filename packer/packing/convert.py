@@ -31,6 +31,7 @@ from ..imaging.kinds import AUTO, Conversion
 from ..labels import ClassTable, LabelMapper
 from ..schema import Field
 from ..sources import MaskRecipe, ObjectsRecipe, Sample, mask_files, mask_key
+from ..sources.hf_cells import read_with_stat as read_file_or_cell
 from ..sources.objects import TASKS
 from . import prefetch, stats
 from .kinds import ImageKinds
@@ -107,7 +108,7 @@ class Converter:
         read = prefetch.Fetcher(  # sources at a URL: the next files requested ahead
             config.root,
             [p for s in task.samples for p in (s.image, *mask_files(s.mask))],
-            storage.read_with_stat,
+            read_file_or_cell,  # files, and images inside Parquet/Arrow files (hf_cells)
         )
         try:
             for sample in task.samples:

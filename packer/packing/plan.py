@@ -19,13 +19,13 @@ from pathlib import Path
 
 from .. import formats, storage
 from ..errors import ImageError, PackError
+from ..fields.presets import fields_for
 from ..flags import flag, on_command_line
 from ..imaging import Geometry
 from ..imaging.kinds import Conversion
 from ..labels import ClassTable, mask_dtype
 from ..manifest import OBJECT_TASKS
 from ..options import OptionError, with_signature
-from ..fields.presets import fields_for
 from ..schema import record_bytes
 from ..sources import AnnotationOptions, Sample, SourceScan, mask_files, mask_line, scan
 from .classes import class_mapping, class_table, relabelled
