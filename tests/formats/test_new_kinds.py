@@ -1,5 +1,6 @@
 """Fields of kinds the formats have never seen, stored by every format without a line of its
-own: a fixed float32 plane ("test_heat") and ragged float32 (x, y) rows ("test_spots"), beside
+own: a fixed float32 plane ("test_heat") and ragged float32 (x, y) rows ("test_spots", both
+from tests/fixtures/field_kinds.py), beside
 a classification, segmentation or detection preset, written by each format's ChunkWriter and
 `finalize` and read back exactly through `open_shard` (samples without rows too); TensorFlow
 parses the TFRecords with `example_decoder` and by the documented keys; the RecordIO `PKFD`
@@ -17,44 +18,18 @@ import pytest
 import packer
 from packer import formats
 from packer.errors import RecordIOError
-from packer.fields import FieldKind
 from packer.fields.presets import fields_for
 from packer.formats import ShardJob, recordio_fields, tfrecord_parse
 from packer.schema import Field, fixed, ragged
-
-
-class Heat(FieldKind):
-    """One float32 [H, W] plane a sample, moved like pixels."""
-
-    name = "test_heat"
-    geometry = "pixels"
-
-
-class Spots(FieldKind):
-    """One float32 (x, y) row per object, moved as points."""
-
-    name = "test_spots"
-    geometry = "points"
-    ragged = True
-
-
-def register(kind: FieldKind) -> FieldKind:
-    """`kind`, or the one of its name another test module registered first."""
-    try:
-        return packer.fields.register(kind)
-    except ValueError:
-        return packer.fields.get(kind.name)
-
-
-register(Heat())
-register(Spots())
+from tests.fixtures.field_kinds import HEAT as HEAT_KIND
+from tests.fixtures.field_kinds import SPOTS as SPOTS_KIND
 
 SHARD = "train-00000-of-00001"
 SIZE = (6, 4)  # (W, H)
 NAMES = ("cat", "dog", "eel")
 COUNTS = (2, 0, 3, 1, 0, 4)  # objects a sample: two samples without any
-HEAT = Field("heat", (4, 6), "<f4", kind="test_heat")
-SPOTS = Field("spots", (2,), "<f4", ragged=True, kind="test_spots")
+HEAT = Field("heat", (4, 6), "<f4", kind=HEAT_KIND.name)
+SPOTS = Field("spots", (2,), "<f4", ragged=True, kind=SPOTS_KIND.name)
 PARTS = Field("parts", (4, 6), "|u1", kind="mask")  # a second field of a known kind
 PACKS = {
     "classification": (*fields_for("classification", SIZE, np.dtype(np.uint8)), HEAT, SPOTS),
@@ -259,7 +234,7 @@ def test_a_fields_trailer_that_differs_from_the_manifest_is_refused():
     trailer = recordio_fields.trailer((HEAT, SPOTS), record)
     payload, values = recordio_fields.split(b"IMAGE" + trailer, (HEAT, SPOTS))
     assert bytes(payload) == b"IMAGE" and set(values) == {"heat", "spots"}
-    wide = Field("heat", (4, 7), "<f4", kind="test_heat")
+    wide = Field("heat", (4, 7), "<f4", kind=HEAT_KIND.name)
     with pytest.raises(RecordIOError, match="heat: 1 x 96 bytes in the trailer"):
         recordio_fields.split(trailer, (wide, SPOTS))
     with pytest.raises(RecordIOError, match="a trailer of 2 fields, the manifest has 1"):
