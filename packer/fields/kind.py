@@ -12,7 +12,7 @@ subclass that says only what differs, registered with `packer.fields.register`.
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -58,6 +58,93 @@ class FieldKind:
     # --- packing: placing a source's value by the pack's geometry
 
     # --- storage: TFRecord and RecordIO
+    # TFRecord: a kind gives its Example features as key -> ("int64" | "float" | "bytes",
+    # values) (the format writes the wire bytes) and reads them back from `example`, which has
+    # `ints(key)`, `floats(key)`, `bytes(key)` (a list) and `raw(key)` (the first bytes value, in
+    # place). The default: `packer/<field name>`, a fixed field's bytes as one value, a ragged
+    # field's rows one value each (little-endian, C order). `size` is the image's (W, H),
+    # `names` the class table. RecordIO: `recordio` says where a record keeps the field: the
+    # payload's "image" or "mask", the IRHeader's "label", columns of MXNet's "detection"
+    # label, the "objects" trailer (bit-packed planes), or the fields' "trailer"; the format
+    # gives each place to the first field that asks for it, the others go to the trailer.
+    recordio: ClassVar[str] = "trailer"
+    detection_columns: ClassVar[int] = 1  # values an object takes in MXNet's detection label
+    detection_order: ClassVar[int] = 3  # the label's column order: class, box, flags, others
+    detection_optional: ClassVar[bool] = False  # absent from narrower labels (im2rec's): zeros
+
+    @staticmethod
+    def little_endian(array: np.ndarray) -> np.ndarray:
+        """`array` as C-ordered little-endian values (what TFRecord and RecordIO store)."""
+        return np.ascontiguousarray(array, np.asarray(array).dtype.newbyteorder("<"))
+
+    def tfrecord_keys(self, field: Field) -> tuple[str, ...]:
+        """The Example keys the field's value takes, the value's own first (two fields may not
+        share a key: the second of a kind falls back to `FieldKind`'s)."""
+        return (f"packer/{field.name}",)
+
+    def tfrecord_raw_key(self, field: Field) -> str | None:
+        """The key whose one bytes value is a fixed field's stored bytes (read in place)."""
+        return None if field.ragged else self.tfrecord_keys(field)[0]
+
+    def tfrecord_encode(
+        self, field: Field, value: Any, size: tuple[int, int], names: tuple[str, ...]
+    ) -> dict[str, tuple[str, list]]:
+        """The features of one sample's value (a ragged field's: `[N, *shape]`)."""
+        key = self.tfrecord_keys(field)[0]
+        if field.ragged:
+            rows = self.little_endian(field.encode(value)).view(np.uint8)
+            return {key: ("bytes", list(rows.reshape(len(rows), field.nbytes)))}
+        return {
+            key: ("bytes", [self.little_endian(field.coerce(value)).reshape(-1).view(np.uint8)])
+        }
+
+    def tfrecord_decode(self, field: Field, example: Any, size: tuple[int, int]) -> np.ndarray:
+        """One sample's value back from its Example's features."""
+        key = self.tfrecord_keys(field)[0]
+        stored = np.dtype(field.stored_dtype).newbyteorder("<")
+        if field.ragged:
+            rows = np.frombuffer(b"".join(example.bytes(key)), stored)
+            return field.decode(rows.astype(field.stored_dtype, copy=False))
+        raw = example.raw(key)
+        if len(raw) != field.nbytes:
+            raise ValueError(f"{key} holds {len(raw)} bytes, {field.nbytes} expected")
+        value = np.frombuffer(raw, stored).reshape(field.shape)
+        return value.astype(field.dtype, copy=False)
+
+    def tf_spec(self, field: Field) -> dict:
+        """The tf.io parse spec of the field's keys (a ragged field: when padded)."""
+        import tensorflow as tf
+
+        key = self.tfrecord_keys(field)[0]
+        if field.ragged:
+            return {key: tf.io.VarLenFeature(tf.string)}
+        return {key: tf.io.FixedLenFeature([], tf.string)}
+
+    def tf_value(self, field: Field, parsed: dict, size: tuple[int, int]):
+        """A parsed batch's values: a fixed field's `[B, *shape]`, a ragged one's
+        `tf.RaggedTensor` `[B, None, *shape]`, of the field's dtype."""
+        import tensorflow as tf
+
+        key = self.tfrecord_keys(field)[0]
+        if field.packing:
+            raise ValueError(f"{field.name}: packed rows ({field.packing}) are not padded")
+        dtype = tf.as_dtype(np.dtype(field.dtype).newbyteorder("="))
+        if not field.ragged:
+            raw = tf.io.decode_raw(parsed[key], dtype, little_endian=True)
+            return tf.reshape(raw, [-1, *field.shape])
+        rows = tf.RaggedTensor.from_sparse(parsed[key])
+        values = tf.io.decode_raw(rows.flat_values, dtype, little_endian=True)
+        values = tf.reshape(values, [-1, *field.shape])
+        return tf.RaggedTensor.from_row_splits(values, rows.row_splits)
+
+    def detection_encode(self, field: Field, value: Any, size: tuple[int, int]) -> np.ndarray:
+        """The field's columns of MXNet's detection label, `[N, detection_columns]` float64."""
+        array = np.asarray(value, np.float64)
+        return array.reshape(len(array), self.detection_columns)
+
+    def detection_decode(self, field: Field, table: np.ndarray, size: tuple[int, int]):
+        """The field's value `[N, *shape]` from its columns of the label (float64)."""
+        return table.reshape(len(table), *field.shape).astype(field.dtype)
 
     # --- reading: batches, targets, the workers' hand-off
     # The readers' input is the first fixed field whose kind has `input` (the image); every

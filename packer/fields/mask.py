@@ -23,6 +23,10 @@ class Mask(FieldKind):
     # --- packing: placing a source's value by the pack's geometry
 
     # --- storage: TFRecord and RecordIO
+    recordio = "mask"
+
+    def tfrecord_keys(self, field):
+        return ("mask/raw",)
 
     # --- reading: batches, targets, the workers' hand-off
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import RecordIOError
 from ..options import Options, option
-from ..schema import Field, fixed, ragged
+from ..schema import Field
 from ..storage.local import FileInfo, write_atomic
 from . import (
     ChunkPosition,
@@ -25,6 +25,7 @@ from . import (
     check_values,
     defaults,
     part_path,
+    recordio_fields,
     recordio_objects,
 )
 from .mxnet_recordio import (
@@ -69,7 +70,7 @@ def check_options(options: dict) -> None:
 def check_fields(fields: Sequence[Field], options: dict) -> None:
     """Encoded payloads are 8-bit RGB pictures (what MXNet and DALI decode); other images go
     raw (ValueError, naming them)."""
-    image = next(f for f in fields if f.name == "images")
+    image = recordio_fields.places(fields).image
     if options["encoding"] != "raw" and (np.dtype(image.dtype) != np.uint8 or image.shape[2] != 3):
         raise ValueError(
             f"--encoding {options['encoding']} stores 8-bit RGB pictures; these images are "
@@ -84,14 +85,14 @@ def file_names(shard: str) -> tuple[str, str, str]:
 
 
 class ChunkWriter:
-    """Frames each sample as one record (placeholder id) into the chunk's part file."""
+    """Frames each sample as one record (placeholder id) into the chunk's part file, each field
+    in the place its kind asks for (`recordio_fields.places`)."""
 
     def __init__(
         self, part_dir: Path, task: ChunkPosition, fields: Sequence[Field], options: dict
     ) -> None:
-        self.fields = {f.name: f for f in fixed(fields)}
-        self.objects = {f.name: f for f in ragged(fields)}
-        height, width, _ = self.fields["images"].shape
+        self.places = recordio_fields.places(fields)
+        height, width = self.places.image.shape[:2]
         self.size = (width, height)
         self.encoding = options["encoding"]
         self.quality = options["quality"]
@@ -102,15 +103,18 @@ class ChunkWriter:
         self._index: list[tuple[int, int]] = []  # (framed bytes, label) per record
 
     def write(self, record: dict[str, np.ndarray]) -> None:
-        arrays = {name: field.coerce(record[name]) for name, field in self.fields.items()}
-        label = int(arrays["labels"]) if "labels" in arrays else 0
-        payload = encode_payload(arrays["images"], arrays.get("masks"), self.encoding, self.quality)
+        places = self.places
+        image = places.image.coerce(record[places.image.name])
+        mask = places.mask.coerce(record[places.mask.name]) if places.mask else None
+        label = int(places.label.coerce(record[places.label.name])) if places.label else 0
+        payload = encode_payload(image, mask, self.encoding, self.quality)
         head = IR_HEADER.pack(0, label, 0, 0)
-        if self.objects:  # MXNet's detection label after the header, masks after the image
-            values = recordio_objects.label(record, self.size)
+        if places.detection:  # MXNet's detection label after the header
+            values = recordio_objects.label(record, self.size, places.detection)
             head = IR_HEADER.pack(len(values), 0, 0, 0) + values.tobytes()
-            if "masks" in self.objects:
-                payload += recordio_objects.mask_trailer(self.objects["masks"], record["masks"])
+        if places.objects:  # the object planes after the image, then the other fields
+            payload += recordio_objects.mask_trailer(places.objects, record[places.objects.name])
+        payload += recordio_fields.trailer(places.trailer, record)
         framed = frame(head + payload)
         self._records.write(framed)
         self._index.append((len(framed), label))
@@ -121,9 +125,12 @@ class ChunkWriter:
 
 
 def raw_record_bytes(fields: Sequence[Field]) -> int:
-    """Bytes of one raw record's data: IRHeader, raw descriptor, image and mask."""
-    pixels = sum(f.nbytes for f in fixed(fields) if f.name != "labels")
-    return IR_HEADER.size + RAW_HEADER.size + pixels
+    """Bytes of one raw record's data: IRHeader, raw descriptor, image and mask, and the
+    fields' trailer (a ragged field counted as one row)."""
+    places = recordio_fields.places(fields)
+    pixels = sum(f.nbytes for f in (places.image, places.mask) if f is not None)
+    trailer = recordio_fields.trailer_bytes(places.trailer)
+    return IR_HEADER.size + RAW_HEADER.size + pixels + trailer
 
 
 def finalize(job: ShardJob) -> list[FileInfo]:
@@ -178,10 +185,12 @@ class RecordIOShardReader:
         self, rec: Path, idx: Path, count: int, fields: Sequence[Field], encoding: str
     ) -> None:
         self.rec, self.idx, self.count = rec, idx, count
-        self.objects = ragged(fields)
-        self.size = tuple(reversed(next(f for f in fields if f.name == "images").shape[:2]))
-        fields = fixed(fields)
-        self.raw = _RawLayout(fields) if encoding == "raw" else None
+        self.places = places = recordio_fields.places(fields)
+        self.size = tuple(reversed(places.image.shape[:2]))
+        self.ragged = tuple(f for f in places.trailer if f.ragged)
+        same = not any(f.ragged for f in fields)  # raw records of one size: read in place
+        same &= all(np.dtype(f.dtype).byteorder != ">" for f in places.trailer)
+        self.raw = _RawLayout(fields) if encoding == "raw" and same else None
         self._reader: RecordIOReader | None = None
 
     @property
@@ -213,13 +222,21 @@ class RecordIOShardReader:
     def _decode_into(self, position: int, out: dict[str, np.ndarray], row: int) -> None:
         """One record through the general path: join chunks, unpack, decode, check, copy."""
         header, payload = self.reader[position]
+        places = self.places
         try:
-            image, mask = decode_payload(recordio_objects.split_trailer(payload)[0])
+            payload, values = recordio_fields.split(payload, places.trailer)
+            if places.objects is not None:
+                payload = recordio_objects.split_trailer(payload)[0]
+            image, mask = decode_payload(payload)
         except RecordIOError as exc:
             raise RecordIOError(f"{self.rec}: record {position}: {exc}") from None
-        values = {"images": image, "masks": mask, "labels": header.label}
+        values[places.image.name] = image
+        if places.mask is not None:
+            values[places.mask.name] = mask
+        if places.label is not None:
+            values[places.label.name] = header.label
         for name, array in out.items():
-            value = values[name]
+            value = values.get(name)
             if value is None or np.shape(value) != array.shape[1:]:
                 raise RecordIOError(
                     f"{self.rec}: record {position}: {name} of shape {np.shape(value)}, "
@@ -228,13 +245,18 @@ class RecordIOShardReader:
             array[row] = value
 
     def read_objects(self, local: np.ndarray) -> list[dict[str, np.ndarray]]:
-        """The object fields of records `local` from their detection labels and mask rows."""
-        found = []
+        """The ragged fields of records `local`: from their detection labels, mask rows and
+        fields' trailers."""
+        places, found = self.places, []
+        objects = places.detection + ((places.objects,) if places.objects else ())
         for position in local.tolist():
             header, payload = self.reader[position]
             try:
-                rows = recordio_objects.split_trailer(payload)[1]
-                found.append(recordio_objects.objects(self.objects, header.label, rows, self.size))
+                payload, values = recordio_fields.split(payload, places.trailer)
+                if objects:
+                    rows = recordio_objects.split_trailer(payload)[1]
+                    values |= recordio_objects.objects(objects, header.label, rows, self.size)
+                found.append({f.name: values[f.name] for f in (*objects, *self.ragged)})
             except RecordIOError as exc:
                 raise RecordIOError(f"{self.rec}: record {position}: {exc}") from None
         return found
@@ -250,14 +272,15 @@ class _RawLayout:
 
     A run of consecutive whole records is one system call whose buffers are each record's
     48 header bytes (chunk header, IRHeader, raw descriptor), its image and mask rows of the
-    batch arrays, and its padding. The headers are then checked together, vectorised.
+    batch arrays, the rows of the fields in its trailer and the trailer's end, and its padding.
+    The headers and trailers' ends are then checked together, vectorised.
     """
 
     HEAD = CHUNK.size + IR_HEADER.size + RAW_HEADER.size
 
     def __init__(self, fields: Sequence[Field]) -> None:
-        image = next(f for f in fields if f.name == "images")
-        mask = next((f for f in fields if f.name == "masks"), None)
+        places = recordio_fields.places(fields)
+        image, mask, self.label = places.image, places.mask, places.label
         data_bytes = raw_record_bytes(fields)
         self.framed = CHUNK.size + padded(data_bytes)
         self.pad = bytearray(self.framed - CHUNK.size - data_bytes)
@@ -266,30 +289,44 @@ class _RawLayout:
             image.shape, None if mask is None else np.dtype(mask.dtype), np.dtype(image.dtype)
         )
         self.expected = np.frombuffer(head, "<u4")[_CHECKED_WORDS]
-        self.pixel_fields = ["images"] if mask is None else ["images", "masks"]
+        self.pixel_fields = [image.name] + ([] if mask is None else [mask.name])
+        self.pixel_fields += [f.name for f in places.trailer]
+        self.tail = np.frombuffer(recordio_fields.fixed_tail(places.trailer), np.uint8)
 
     def read_into(self, reader: RecordIOReader, local: np.ndarray, out: dict) -> list[int]:
         """Read the whole records among `local`; return the rows left for the general path."""
         n = len(local)
         heads = np.empty((n, self.HEAD), np.uint8)
         rows = [_byte_rows(out[name], n) for name in self.pixel_fields]
+        tails = np.empty((n, len(self.tail)), np.uint8)
+        per_record = 1 + len(rows) + bool(len(self.tail)) + bool(self.pad)
         whole = (reader.ends[local] - reader.offsets[local]) == self.framed
         positions, offsets = local.tolist(), reader.offsets[local].tolist()
         run: list[int] = []
         buffers: list = []
         for j in np.flatnonzero(whole).tolist():
-            if run and (positions[j] != positions[run[-1]] + 1 or len(buffers) + 4 > IOV_MAX):
+            if run and (
+                positions[j] != positions[run[-1]] + 1 or len(buffers) + per_record > IOV_MAX
+            ):
                 self._preadv(reader, run, buffers, positions, offsets)
                 run, buffers = [], []
             run.append(j)
             buffers += [heads[j], *(r[j] for r in rows)]
+            if len(self.tail):
+                buffers.append(tails[j])
             if self.pad:
                 buffers.append(self.pad)
         if run:
             self._preadv(reader, run, buffers, positions, offsets)
         self._check(reader, heads[whole], np.flatnonzero(whole), positions, offsets)
-        if "labels" in out:
-            out["labels"][whole] = heads[whole, 12:16].view("<f4")[:, 0]
+        cut = np.flatnonzero(whole & (tails != self.tail).any(axis=1))
+        if len(cut):
+            raise RecordIOError(
+                f"{reader.path}: record {positions[cut[0]]}: its fields trailer differs from "
+                "the manifest's fields"
+            )
+        if self.label is not None and self.label.name in out:
+            out[self.label.name][whole] = heads[whole, 12:16].view("<f4")[:, 0]
         return np.flatnonzero(~whole).tolist()  # split around a magic word, or damaged
 
     def _preadv(self, reader, run: list[int], buffers: list, positions, offsets) -> None:

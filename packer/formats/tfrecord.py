@@ -1,10 +1,10 @@
 """The tfrecord format, both ways: one TFRecord file of `tf.train.Example`s per shard.
 
-Workers write Examples without TensorFlow (the bytes: `tfrecord_wire`). Optional gzip: one
-gzip member per chunk, joined in order (every gzip reader, TensorFlow's too, reads concatenated
-members as one stream). Optional DALI index files. NumPy readers scan the framing once per
-shard; `tfrecord_parse.example_decoder` is the tf.data parse of a batch. See
-formats/tfrecord.md.
+Workers write Examples without TensorFlow (the bytes: `tfrecord_wire`), each field under
+the keys its kind gives (`tfrecord_objects`). Optional gzip: one gzip member per chunk, joined
+in order (every gzip reader, TensorFlow's too, reads concatenated members as one stream).
+Optional DALI index files. NumPy readers scan the framing once per shard;
+`tfrecord_parse.example_decoder` is the tf.data parse of a batch. See formats/tfrecord.md.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from ..options import Options, option
-from ..schema import Field, fixed, ragged
+from ..schema import Field
 from ..storage.local import FileInfo, write_atomic
 from . import (
     ChunkPosition,
@@ -29,7 +29,7 @@ from . import (
     part_path,
     tfrecord_objects,
 )
-from .tfrecord_wire import (
+from .tfrecord_wire import (  # noqa: F401 (bytes_feature, int64_feature, int64_values: re-exported)
     CRC,
     FOOT_BYTES,
     FRAMING,
@@ -64,9 +64,6 @@ class TfrecordOptions(Options):
 FORMAT_OPTIONS = TfrecordOptions
 OPTIONS: dict = defaults(FORMAT_OPTIONS)
 GZIP_LEVEL = 6  # zlib's default, as TensorFlow's own GZIP writer
-IMAGE, MASK, LABEL = "image/raw", "mask/raw", "image/class/label"
-HEIGHT, WIDTH, CHANNELS = "image/height", "image/width", "image/channels"
-FEATURES = {"images": IMAGE, "masks": MASK, "labels": LABEL}  # packer field -> Example feature
 
 
 def check_options(options: dict) -> None:
@@ -93,13 +90,13 @@ def index_name(shard: str) -> str:
 
 
 class ChunkWriter:
-    """Appends one framed Example per record to the chunk's part file (a gzip member if asked)."""
+    """Appends one framed Example per record to the chunk's part file (a gzip member if asked):
+    each field's features as its kind gives them."""
 
     def __init__(
         self, part_dir: Path, task: ChunkPosition, fields: Sequence[Field], options: dict
     ) -> None:
-        self.fields = fixed(fields)
-        self.objects = ragged(fields)
+        self.codecs = tfrecord_objects.codecs(fields)
         self.names = options.get("class_names", ())  # for image/object/class/text
         self.size = tfrecord_objects.image_size(fields)
         self._raw = part_path(part_dir, task.shard, task.chunk, "records").open("wb")
@@ -111,21 +108,9 @@ class ChunkWriter:
 
     def write(self, record: dict[str, np.ndarray]) -> None:
         features = {}
-        for field in self.fields:
-            array = field.coerce(record[field.name])
-            if field.name == "labels":
-                features[LABEL] = int64_feature([int(array)])
-            else:
-                features[FEATURES[field.name]] = bytes_feature(memoryview(array).cast("B"))
-            if field.name == "images":
-                height, width, channels = field.shape
-                features[HEIGHT] = int64_feature([height])
-                features[WIDTH] = int64_feature([width])
-                features[CHANNELS] = int64_feature([channels])
-        for field in self.objects:
-            features.update(
-                tfrecord_objects.encode(field, record[field.name], self.size, self.names)
-            )
+        for field, kind in self.codecs:
+            value = record[field.name]
+            features.update(tfrecord_objects.encode(field, value, self.size, self.names, kind))
         self._out.writelines(frame(encode_example(features)))
 
     def close(self) -> None:
@@ -169,8 +154,7 @@ def stream_shard(
     what reads a gzip-compressed shard (or any shard start to end) without TensorFlow."""
     path = root / split / file_name(shard["name"], options)
     opener = gzip.open if options["compression"] == "gzip" else open
-    specs = [(f.name, np.dtype(f.dtype), f.shape, f.nbytes) for f in fixed(fields)]
-    objects = (ragged(fields), tfrecord_objects.image_size(fields))
+    codecs = (tfrecord_objects.codecs(fields), tfrecord_objects.image_size(fields))
     count = 0
     with opener(path, "rb") as f:
         while head := f.read(HEAD_BYTES):
@@ -183,31 +167,20 @@ def stream_shard(
                 raise OSError(f"{path}: record {count} is truncated")
             if masked_crc(data) != CRC.unpack(foot)[0]:
                 raise OSError(f"{path}: record {count} is corrupted (data CRC mismatch)")
-            yield _record(data, specs, path, count, objects)
+            yield _record(data, path, count, codecs)
             count += 1
     if count != shard["count"]:
         raise OSError(f"{path}: holds {count} records, the manifest says {shard['count']}")
 
 
-def _record(
-    data: bytes, specs: list, path: Path, index: int, objects: tuple
-) -> dict[str, np.ndarray]:
-    """The fields of one serialized Example (object fields as `[N, *shape]`)."""
+def _record(data: bytes, path: Path, index: int, codecs: tuple) -> dict[str, np.ndarray]:
+    """The fields of one serialized Example (ragged fields as `[N, *shape]`)."""
+    pairs, size = codecs
     try:
         lists = decode_lists(data, 0, len(data))
-        out = {f.name: tfrecord_objects.decode(f, lists, data, objects[1]) for f in objects[0]}
+        return {f.name: tfrecord_objects.decode(f, lists, data, size, k) for f, k in pairs}
     except (ValueError, IndexError, KeyError) as exc:
         raise OSError(f"{path}: record {index}: {exc}") from exc
-    example = {k: v[:3] for k, v in lists.items()}
-    for name, dtype, shape, nbytes in specs:
-        kind, begin, end = example[FEATURES[name]]
-        if kind == 3:
-            out[name] = np.asarray(int64_values(data, begin, end)[0], dtype)
-        elif end - begin != nbytes:
-            raise OSError(f"{path}: record {index}: {FEATURES[name]} holds {end - begin} bytes")
-        else:
-            out[name] = np.frombuffer(data, dtype, nbytes // dtype.itemsize, begin).reshape(shape)
-    return out
 
 
 # --- random access -------------------------------------------------------------------------------
@@ -232,8 +205,10 @@ class TFRecordShardReader:
     def __init__(self, path: Path, count: int, fields: Sequence[Field]) -> None:
         self.path = path
         self.count = count
-        self.fields = {f.name: (np.dtype(f.dtype), f.shape, f.nbytes) for f in fixed(fields)}
-        self.objects = (ragged(fields), tfrecord_objects.image_size(fields))
+        codecs = tfrecord_objects.codecs(fields)
+        self.fields = {f.name: (f, k) for f, k in codecs if not f.ragged}
+        self.objects = [(f, k) for f, k in codecs if f.ragged]
+        self.size = tfrecord_objects.image_size(fields)
         self._lock = threading.Lock()
         self._map: mmap.mmap | None = None
         self._starts = self._lengths = np.zeros(0, np.int64)
@@ -289,44 +264,39 @@ class TFRecordShardReader:
         return data
 
     def read_objects(self, local: np.ndarray) -> list[dict[str, np.ndarray]]:
-        """The object fields of records `local`, one dict field name -> `[N, *shape]` each."""
-        data, (objects, size) = self._verify(local), self.objects
+        """The ragged fields of records `local`, one dict field name -> `[N, *shape]` each."""
+        data, size = self._verify(local), self.size
         found = []
         for i in local.tolist():
             start, stop = int(self._starts[i]), int(self._starts[i] + self._lengths[i])
             try:
                 lists = decode_lists(data, start, stop)
                 found.append(
-                    {f.name: tfrecord_objects.decode(f, lists, data, size) for f in objects}
+                    {
+                        f.name: tfrecord_objects.decode(f, lists, data, size, k)
+                        for f, k in self.objects
+                    }
                 )
             except (ValueError, IndexError, KeyError) as exc:
                 raise OSError(f"{self.path}: record {i}: {exc}") from exc
         return found
 
-    def _field(self, data: mmap.mmap, i: int, name: str) -> np.ndarray | int:
-        """One field of record `i`, parsed from its Example."""
+    def _field(self, data: mmap.mmap, i: int, name: str) -> np.ndarray:
+        """One field of record `i`, parsed from its Example by its kind."""
         start, stop = int(self._starts[i]), int(self._starts[i] + self._lengths[i])
+        field, kind = self.fields[name]
         try:
-            example = decode_example(data, start, stop)
-        except (ValueError, IndexError) as exc:
+            lists = decode_lists(data, start, stop)
+            return tfrecord_objects.decode(field, lists, data, self.size, kind)
+        except (ValueError, IndexError, KeyError) as exc:
             raise OSError(f"{self.path}: record {i}: {exc}") from exc
-        kind, begin, end = example[FEATURES[name]]
-        if kind == 3:
-            return int64_values(data, begin, end)[0]
-        dtype, shape, nbytes = self.fields[name]
-        if end - begin != nbytes:
-            raise OSError(
-                f"{self.path}: record {i}: {FEATURES[name]} holds {end - begin} bytes, "
-                f"{nbytes} expected"
-            )
-        return np.frombuffer(data, dtype, nbytes // dtype.itemsize, begin).reshape(shape)
 
     def _layout(self, data: mmap.mmap) -> dict[str, tuple[int, int]]:
         """Byte fields found at the same offset of every record (our writer's fixed layout).
 
         Records of equal length, evenly spaced, hold the same Example structure: parse the first
-        and the last, and if they agree, every record's pixels sit at a fixed offset. Labels
-        (varints) are always parsed per record.
+        and the last, and if they agree, every record's raw bytes (`FieldKind.tfrecord_raw_key`)
+        sit at a fixed offset. Other features (a label's varints) are parsed per record.
         """
         if self._layout_cache is not None:
             return self._layout_cache
@@ -340,12 +310,17 @@ class TFRecordShardReader:
                 decode_example(data, int(self._starts[i]), int(self._starts[i] + self._lengths[i]))
                 for i in (0, self.count - 1)
             )
-            for name, (_, _, nbytes) in self.fields.items():
-                kind, begin, end = first[FEATURES[name]]
+            for name, (field, codec) in self.fields.items():
+                key = codec.tfrecord_raw_key(field)
+                stored = np.dtype(field.dtype)
+                if key is None or key not in first or key not in last or stored.byteorder == ">":
+                    continue
+                kind, begin, end = first[key]
                 offset = begin - int(self._starts[0])
-                tail = last[FEATURES[name]]
+                tail = last[key]
+                nbytes = field.nbytes
                 if (
-                    kind != 3
+                    kind == 1
                     and end - begin == nbytes
                     and tail[1] - int(self._starts[-1]) == offset
                 ):

@@ -1,24 +1,20 @@
-"""Object fields in a TFRecord Example, under the TensorFlow Object Detection API's keys.
-
-Each ragged field encodes itself into features and decodes itself back (the writer and the
-readers loop over fields without knowing them): boxes as `image/object/bbox/xmin|ymin|xmax|
-ymax` (float32, normalised by the image's width and height), labels as
-`image/object/class/label` (int64, the class index + 1: that API's label maps start at 1,
-0 being its background) with `image/object/class/text` (the class names), crowd and difficult
-flags as `image/object/is_crowd` and `image/object/difficult` (int64), per-object masks as
-`image/object/mask` (one PNG per object, that API's PNG_MASKS) and
-`image/object/mask/packed` (the same 0/1 planes bit-packed, what packer's readers unpack
-without decoding). See formats/tfrecord.md.
+"""A field's features in a TFRecord Example: each field's kind says which features its value
+takes (`FieldKind.tfrecord_encode`, the TensorFlow Object Detection API's keys for the built-in
+object kinds, `packer/<field name>` for a kind of its own), this module writes them as wire
+bytes and gives the kind an `Example` view to read them back. The writer and the readers loop
+over fields without knowing them. See formats/tfrecord.md.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 
-import cv2
 import numpy as np
 
+from ..fields import FieldKind, get, kind_of
+from ..fields.boxes import Boxes
+from ..fields.object_class import ObjectClass
+from ..fields.object_mask import ObjectMask
 from ..schema import Field
 from .tfrecord_wire import (
     bytes_list_feature,
@@ -29,64 +25,69 @@ from .tfrecord_wire import (
     int64_values,
 )
 
-BOX_KEYS = tuple(f"image/object/bbox/{k}" for k in ("xmin", "ymin", "xmax", "ymax"))
-LABEL, TEXT = "image/object/class/label", "image/object/class/text"
-FLAGS = {"iscrowd": "image/object/is_crowd", "difficult": "image/object/difficult"}
-MASK_PNG, MASK_BITS = "image/object/mask", "image/object/mask/packed"
-LABEL_OFFSET = 1  # stored label = class index + 1
+# The Object Detection API's keys the built-in object kinds use (what tests and parsers name).
+BOX_KEYS = Boxes.tf_keys
+LABEL, TEXT = ObjectClass.tf_key, ObjectClass.tf_text
+MASK_PNG, MASK_BITS = ObjectMask.tf_png, ObjectMask.tf_bits
+WIRE = {"int64": int64_feature, "float": float_feature, "bytes": bytes_list_feature}
+
+
+def codecs(fields: Sequence[Field]) -> list[tuple[Field, FieldKind]]:
+    """Each field with the kind that stores it: its own, or, when an earlier field took one
+    of its keys (a second field of a kind), the generic `FieldKind` under `packer/<name>`."""
+    taken: set[str] = set()
+    found = []
+    for field in fields:
+        kind = kind_of(field)
+        if taken.intersection(kind.tfrecord_keys(field)):
+            kind = get(FieldKind.name)
+        taken.update(kind.tfrecord_keys(field))
+        found.append((field, kind))
+    return found
 
 
 def encode(
-    field: Field, value: np.ndarray, size: tuple[int, int], names: Sequence[str]
+    field: Field,
+    value: np.ndarray,
+    size: tuple[int, int],
+    names: Sequence[str],
+    kind: FieldKind | None = None,
 ) -> dict[str, list]:
-    """The features of one ragged field's value `[N, *shape]` for an image of `size` (W, H)."""
-    width, height = size
-    if field.name == "boxes":
-        scaled = np.asarray(value, np.float64) / np.array([width, height, width, height])
-        return {key: float_feature(scaled[:, k]) for k, key in enumerate(BOX_KEYS)}
-    if field.name == "labels":
-        ids = [int(v) for v in value]
-        return {
-            LABEL: int64_feature([i + LABEL_OFFSET for i in ids]),
-            TEXT: bytes_list_feature([names[i].encode() for i in ids]),
-        }
-    if field.name in FLAGS:
-        return {FLAGS[field.name]: int64_feature([int(v) for v in value])}
-    if field.name == "masks":
-        rows = field.encode(value)
-        pngs = [_png(plane) for plane in np.asarray(value, np.uint8)]
-        return {MASK_PNG: bytes_list_feature(pngs), MASK_BITS: bytes_list_feature(list(rows))}
-    raise ValueError(f"no TFRecord encoding for the ragged field {field.name!r}")
+    """The wire features of one field's value for an image of `size` (W, H)."""
+    features = (kind or kind_of(field)).tfrecord_encode(field, value, size, names)
+    return {key: WIRE[wire](values) for key, (wire, values) in features.items()}
 
 
-def _png(plane: np.ndarray) -> bytes:
-    ok, data = cv2.imencode(".png", plane, [cv2.IMWRITE_PNG_COMPRESSION, 1])
-    if not ok:
-        raise ValueError("OpenCV could not encode a mask as PNG")
-    return data.tobytes()
+def decode(
+    field: Field, lists: dict, data, size: tuple[int, int], kind: FieldKind | None = None
+) -> np.ndarray:
+    """One field's value back from an Example's lists (`tfrecord_wire.decode_lists`)."""
+    return (kind or kind_of(field)).tfrecord_decode(field, Example(lists, data), size)
 
 
-def decode(field: Field, lists: dict, data, size: tuple[int, int]) -> np.ndarray:
-    """One ragged field's value back from an Example's lists (`tfrecord_wire.decode_lists`)."""
-    width, height = size
+class Example:
+    """An Example's features as a kind reads them: a missing key is a KeyError."""
 
-    def floats(key: str) -> np.ndarray:
-        _, _, _, start, stop = lists[key]
-        return _packed(data, start, stop, "<f4")
+    def __init__(self, lists: dict, data) -> None:
+        self.lists, self.data = lists, data
 
-    if field.name == "boxes":
-        scaled = np.stack([floats(k) for k in BOX_KEYS], axis=1).astype(np.float64)
-        return (scaled * np.array([width, height, width, height])).astype(np.float32)
-    if field.name == "labels":
-        return (_ints(data, lists[LABEL]) - LABEL_OFFSET).astype(field.dtype)
-    if field.name in FLAGS:
-        return _ints(data, lists[FLAGS[field.name]]).astype(field.dtype)
-    if field.name == "masks":
-        _, _, _, start, stop = lists[MASK_BITS]
-        rows = bytes_values(data, start, stop)
-        joined = np.frombuffer(b"".join(rows), np.uint8)
-        return field.decode(joined.reshape(len(rows), *field.stored_shape))
-    raise ValueError(f"no TFRecord decoding for the ragged field {field.name!r}")
+    def ints(self, key: str) -> np.ndarray:
+        return _ints(self.data, self.lists[key])
+
+    def floats(self, key: str) -> np.ndarray:
+        _, _, _, start, stop = self.lists[key]
+        return _packed(self.data, start, stop, "<f4")
+
+    def bytes(self, key: str) -> list[bytes]:
+        _, _, _, start, stop = self.lists[key]
+        return bytes_values(self.data, start, stop)
+
+    def raw(self, key: str) -> memoryview:
+        """The first value of a bytes feature, in place."""
+        kind, begin, end, _, _ = self.lists[key]
+        if kind != 1:
+            raise ValueError(f"{key} is not a bytes feature")
+        return memoryview(self.data)[begin:end]
 
 
 def _packed(data, start: int, stop: int, dtype: str) -> np.ndarray:
@@ -102,46 +103,9 @@ def _ints(data, listed: tuple) -> np.ndarray:
     return np.asarray(int64_values(data, begin, end) if start < stop else [], np.int64)
 
 
-def tf_features(fields: Sequence[Field]) -> dict:
-    """The tf.io parse spec of the object keys the ragged `fields` store (VarLen lists)."""
-    import tensorflow as tf
-
-    spec = {}
-    names = {f.name for f in fields if f.ragged}
-    if "boxes" in names:
-        spec.update({k: tf.io.VarLenFeature(tf.float32) for k in BOX_KEYS})
-    if "labels" in names:
-        spec[LABEL] = tf.io.VarLenFeature(tf.int64)
-    return spec
-
-
-def tf_padded(parsed: dict, size: tuple[int, int], max_boxes: int) -> dict:
-    """Boxes `[B,max_boxes,4]` in pixels and labels `[B,max_boxes]` int32, padded with -1
-    (KerasHub's), from a parsed batch; a batch with objects beyond max_boxes warns."""
-    import tensorflow as tf
-
-    width, height = size
-    corners = [tf.RaggedTensor.from_sparse(parsed[k]) for k in BOX_KEYS]
-    boxes = tf.stack(corners, axis=-1) * tf.constant([width, height, width, height], tf.float32)
-    labels = tf.cast(tf.RaggedTensor.from_sparse(parsed[LABEL]) - LABEL_OFFSET, tf.int32)
-    cut = tf.reduce_sum(tf.maximum(labels.row_lengths() - max_boxes, 0))
-    tf.cond(cut > 0, lambda: _warn_cut(max_boxes), lambda: tf.constant(0))
-    return {
-        "boxes": boxes.to_tensor(-1.0, shape=[None, max_boxes, 4]),
-        "labels": labels.to_tensor(-1, shape=[None, max_boxes]),
-    }
-
-
-def _warn_cut(max_boxes: int):
-    """tf.print a warning for a batch whose objects max_boxes cut (in-graph, per batch)."""
-    import tensorflow as tf
-
-    tf.print(f"packer: max_boxes={max_boxes} cut objects from a batch; raise max_boxes to "
-             "keep them", output_stream=sys.stderr)  # fmt: skip
-    return tf.constant(0)
-
-
 def image_size(fields: Sequence[Field]) -> tuple[int, int]:
-    """(W, H) of the images field: what normalised box coordinates are relative to."""
-    height, width, _ = next(f for f in fields if f.name == "images").shape
+    """(W, H) of the input field (the first of kind "image"): what normalised coordinates are
+    relative to."""
+    image = next(f for f in fields if f.kind == "image")
+    height, width = image.shape[:2]
     return width, height

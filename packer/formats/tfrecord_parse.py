@@ -5,14 +5,13 @@ TensorFlow is imported on first use, so that workers loading the format modules 
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-import numpy as np
-
-from ..schema import Field, fixed, ragged
+from ..fields import kind_of
+from ..schema import Field
 from . import tfrecord_objects
-from .tfrecord import FEATURES
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -23,37 +22,43 @@ def example_decoder(
 ) -> Callable[[tf.Tensor], dict[str, tf.Tensor]]:
     """A function parsing a batch of serialized Examples at once: field name -> `[B, *shape]`.
 
-    Raw bytes become fixed-shape arrays of each field's dtype; the int64 label is cast to the
-    label field's dtype, as the other formats store it. Object fields (detection) become
-    `boxes` `[B,max_boxes,4]` and `labels` `[B,max_boxes]` padded with -1, and `cut` the
-    objects beyond max_boxes.
+    Each field's kind gives its parse spec and its values (`FieldKind.tf_spec`, `tf_value`):
+    fixed fields as `[B, *shape]` of their dtype; ragged fields whose kind is padded (boxes,
+    object classes) as `[B, max_boxes, *shape]` padded with -1 (KerasHub's), a batch with
+    objects beyond max_boxes warning; other ragged fields (flags, per-object masks) left out.
     """
     import tensorflow as tf
 
-    objects = ragged(fields)
-    fields = fixed(fields)
     size = tfrecord_objects.image_size(fields)
-
-    dtypes = {f.name: tf.as_dtype(np.dtype(f.dtype).newbyteorder("=")) for f in fields}
-    spec = {
-        FEATURES[f.name]: tf.io.FixedLenFeature([], tf.int64 if f.shape == () else tf.string)
-        for f in fields
-    }
-
-    spec.update(tfrecord_objects.tf_features(objects))
+    codecs = tfrecord_objects.codecs(fields)
+    wanted = [(f, k) for f, k in codecs if not f.ragged or kind_of(f).padded]
+    spec = {}
+    for field, kind in wanted:
+        spec.update(kind.tf_spec(field))
 
     def decode(serialized: tf.Tensor) -> dict[str, tf.Tensor]:
         parsed = tf.io.parse_example(serialized, spec)
-        out = tfrecord_objects.tf_padded(parsed, size, max_boxes) if objects else {}
-        for f in fields:
-            value = parsed[FEATURES[f.name]]
-            if f.shape == ():  # int64 label -> the label field's dtype
-                out[f.name] = tf.cast(value, dtypes[f.name])
-            else:
-                raw = tf.io.decode_raw(value, dtypes[f.name], little_endian=True)
-                out[f.name] = tf.ensure_shape(
-                    tf.reshape(raw, [-1, *f.shape]), [serialized.shape[0], *f.shape]
-                )
+        out, warned = {}, False
+        for field, kind in wanted:
+            value = kind.tf_value(field, parsed, size)
+            if not field.ragged:
+                out[field.name] = tf.ensure_shape(value, [serialized.shape[0], *field.shape])
+                continue
+            if not warned:  # every ragged field has the sample's objects: one check a batch
+                cut = tf.reduce_sum(tf.maximum(value.row_lengths() - max_boxes, 0))
+                tf.cond(cut > 0, lambda: _warn_cut(max_boxes), lambda: tf.constant(0))
+                warned = True
+            pad = tf.cast(-1, value.dtype)
+            out[field.name] = value.to_tensor(pad, shape=[None, max_boxes, *field.shape])
         return out
 
     return decode
+
+
+def _warn_cut(max_boxes: int):
+    """tf.print a warning for a batch whose objects max_boxes cut (in-graph, per batch)."""
+    import tensorflow as tf
+
+    tf.print(f"packer: max_boxes={max_boxes} cut objects from a batch; raise max_boxes to "
+             "keep them", output_stream=sys.stderr)  # fmt: skip
+    return tf.constant(0)
