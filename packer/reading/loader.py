@@ -253,10 +253,11 @@ class Loader:
             from ..augment import numpy_exec
 
             params = self.augment.draw(p.epoch, indices, images.shape[1:3])
-            images, _, moved = numpy_exec.apply(
-                images, None, params, targets=per_sample(fields, counts)
+            moved, counts = numpy_exec.apply_fields(
+                {"images": images, **fields}, params, self.dataset.fields, counts=counts
             )
-            fields, counts = ragged(moved, fields)
+            images = moved.pop("images")
+            fields = moved
         return self.transform.normalizer(images), fields, counts
 
     def padded_batch(self, index: int, epoch: int | None = None) -> tuple[np.ndarray, dict]:
@@ -273,12 +274,11 @@ class Loader:
         return self.augment.draw(p.epoch, indices, self.dataset.field("images").shape[:2])
 
     def _augmented(self, arrays: dict, index: int, epoch: int | None) -> dict[str, np.ndarray]:
-        """Images and masks warped by the draw of their samples (rows in ascending index)."""
+        """The batch's fields moved by their kinds' geometry with the draw of their samples
+        (rows in ascending index)."""
         from ..augment import numpy_exec
 
-        params = self.draw(index, epoch)
-        images, masks = numpy_exec.apply(arrays["images"], arrays.get("masks"), params)
-        return {**arrays, "images": images} | ({} if masks is None else {"masks": masks})
+        return numpy_exec.apply_fields(arrays, self.draw(index, epoch), self.dataset.fields)[0]
 
     def _prefetch_windows(self, p: Pass, index: int) -> None:
         """Have the window batch `index` starts in and the next read ahead, each as
