@@ -252,16 +252,28 @@ def test_executors_agree_on_every_field(config):
             np.testing.assert_allclose(got["spots"], want["spots"], atol=1e-3, err_msg=name)
 
 
+@pytest.mark.parametrize("per_object", [1, 4])
 @pytest.mark.parametrize("name", sorted(EXECUTORS))
-def test_points_alone_never_drop_an_object(name):
-    """Rows of (x, y), no boxes: every object stays, a point off the frame included."""
+def test_points_alone_never_drop_an_object(name, per_object):
+    """Rows of (x, y) (one point an object, or four), no boxes: every object stays, a point
+    off the frame included, and nothing but x and y changes."""
     fixed = {"images": np.zeros((2, H, W, 3), np.uint8)}
-    rows = {"spots": np.array([[5, 5], [50, 20], [30, 30]], np.float32)}
+    points = np.array([[5, 5], [50, 20], [30, 30]], np.float32)
+    rows = {"spots": points if per_object == 1 else np.repeat(points[:, None], 4, axis=1)}
     found = {"images": "pixels", "spots": Spots()}
     params = _batch_of(from_idg({"tx": -10.0}, HW), 2)
     _, moved = EXECUTORS[name](fixed, rows, np.array([2, 1]), params, found)
-    np.testing.assert_allclose(moved[0]["spots"], [[15, 5], [60, 20]], atol=1e-4)
-    np.testing.assert_allclose(moved[1]["spots"], [[40, 30]], atol=1e-4)
+    want = rows["spots"] + np.float32(10) * (np.arange(2) == 0)
+    np.testing.assert_allclose(moved[0]["spots"], want[:2], atol=1e-4)
+    np.testing.assert_allclose(moved[1]["spots"], want[2:], atol=1e-4)
+
+
+def test_per_object_planes_that_are_not_uint8_image_planes_are_refused():
+    fixed = {"images": np.zeros((1, H, W, 3), np.uint8)}
+    found = {"images": "pixels", "masks": fields.get("object_mask")}
+    for planes in (np.zeros((1, H, W), np.int32), np.zeros((1, H, W - 1), np.uint8)):
+        with pytest.raises(ValueError, match="per-object masks must be uint8"):
+            numpy_exec.apply_fields(fixed | {"masks": planes}, from_idg({}, HW), found, counts=[1])
 
 
 def test_users_dicts_move_by_convention_or_by_the_geometries_given():
