@@ -101,7 +101,10 @@ class DeviceFinish:
                 images, targets if self.segmentation else None, params, device=self.device
             )
             return images, masks if self.segmentation else targets
-        image, target = (f.name for f in self.fields if not f.ragged)  # input, one target
+        image, *others = (f.name for f in self.fields if not f.ragged)
+        if len(others) != 1:
+            raise ValueError(f"one fixed target field moves here, not {len(others)}: {others}")
+        target = others[0]
         moved, _ = torch_exec.apply_fields(
             {image: images, target: targets}, params, self.fields, device=self.device
         )

@@ -402,3 +402,15 @@ def test_a_nearest_pixels_field_takes_only_values_it_had_in_every_executor():
     for name, run in EXECUTORS.items():
         got = run(fixed, {}, np.zeros(3, np.int64), params, found)[0]["depth"]
         assert got.dtype == np.uint16 and (got == want).mean() >= 0.999, name
+
+
+def test_tf_padded_targets_move_by_the_geometries_given_or_need_boxes_or_keypoints():
+    pytest.importorskip("tensorflow")
+    from packer.augment import tf_exec
+
+    params, images = from_idg({"flip_vertical": True}, HW), np.zeros((1, H, W, 3), np.uint8)
+    with pytest.raises(ValueError, match="padded targets need 'boxes'"):
+        tf_exec.apply(images, None, params, targets={"labels": np.zeros((1, 3), np.int32)})
+    spots = {"spots": np.array([[[5, 5], [-1, -1]]], np.float32)}  # one object, one padding
+    moved = tf_exec.apply(images, None, params, targets=spots, geometries={"spots": "points"})[2]
+    np.testing.assert_array_equal(moved["spots"].numpy(), [[[5, H - 5], [-1, -1]]])
