@@ -7,9 +7,18 @@ Importing this package imports neither TensorFlow nor torch.
 
 Images stay as the pack keeps them: uint8, uint16 or float32, any number of bands; masks
 uint8 or uint16 (`dtypes` holds the rules all three executors share: rounding, clipping,
-colour units). Modules import one another one way only: `params` (the batch's numbers)
-and `dtypes` are leaves, `drawing` draws them, `spec` validates the settings, each
-executor imports its own `*_targets` (and torch both `torch_grid`), nothing imports back.
+colour units). Modules import one another one way only: `params` (the batch's numbers),
+`dtypes` and `moves` (which asks `packer.fields`) are leaves, `drawing` draws them, `spec`
+validates the settings, each executor imports its own `*_targets` (and torch both
+`torch_grid`), nothing imports back.
+
+Every field of a batch moves by its kind's geometry, never its name (`moves`): the readers
+call each executor's ``apply_fields(arrays, params, fields)`` (tf in-graph:
+``tf_exec.augment_fields``) with the pack's fields; fixed "pixels" fields are warped with the
+kind's interpolation (only the image coloured), "labels" sampled nearest, "points" moved as box
+corners, "none" left alone; ragged fields move per object (boxes, points, planes, none), an
+object the box rule drops leaving every one of them. Users' own target dicts move by
+``geometries=`` or by the convention of their keys ("boxes", "masks" per object, "keypoints").
 
 Detection targets move with the images, from the same draw (`boxes.move_boxes` is the one
 rule: corners through `AugmentParams.box_matrix`, hull, clip, drop below ``min_visibility``

@@ -9,6 +9,9 @@ largest coordinate, as packing judges it: a 1 px object stored in float32 as 0.9
 ``min_visibility`` of the hull's area (albumentations' ``min_visibility``: clipped area over
 the moved, unclipped area). Only operators and ``xp.minimum`` / ``xp.maximum`` are used, so
 ``xp`` may be ``numpy``, ``torch`` or ``tf.math`` and all three compute the same float64 numbers.
+
+Points (keypoints: x, y in pixels) move exactly as a box's corners do (`move_point`); one
+leaving the frame keeps its moved coordinates (`inside` says which stay in).
 """
 
 from __future__ import annotations
@@ -16,6 +19,19 @@ from __future__ import annotations
 from typing import Any
 
 from ..imaging.geometry import SIZE_SLACK
+
+
+def move_point(x: Any, y: Any, forward: tuple[Any, ...]) -> tuple[Any, Any]:
+    """Point(s) (x, y) through the forward map: what a box's corner and a keypoint go
+    through alike (the same float64 operations, so a point equals a box made of it)."""
+    a00, a01, a02, a10, a11, a12 = forward
+    return a00 * x + a01 * y + a02, a10 * x + a11 * y + a12
+
+
+def inside(x: Any, y: Any, out_hw: tuple[int, int]) -> Any:
+    """Whether moved points lie in the output frame, edges included ([0, W] x [0, H], the
+    range a clipped box spans, so a point on an edge stays in under a flip)."""
+    return (x >= 0.0) & (x <= float(out_hw[1])) & (y >= 0.0) & (y <= float(out_hw[0]))
 
 
 def move_boxes(
@@ -32,9 +48,8 @@ def move_boxes(
     arrays (one map per box, or per sample broadcast over its boxes); all float64.
     """
     x1, y1, x2, y2 = corners
-    a00, a01, a02, a10, a11, a12 = forward
-    xs = [a00 * x + a01 * y + a02 for x, y in ((x1, y1), (x2, y1), (x1, y2), (x2, y2))]
-    ys = [a10 * x + a11 * y + a12 for x, y in ((x1, y1), (x2, y1), (x1, y2), (x2, y2))]
+    moved = [move_point(x, y, forward) for x, y in ((x1, y1), (x2, y1), (x1, y2), (x2, y2))]
+    xs, ys = [x for x, _ in moved], [y for _, y in moved]
     lo_x = xp.minimum(xp.minimum(xs[0], xs[1]), xp.minimum(xs[2], xs[3]))
     hi_x = xp.maximum(xp.maximum(xs[0], xs[1]), xp.maximum(xs[2], xs[3]))
     lo_y = xp.minimum(xp.minimum(ys[0], ys[1]), xp.minimum(ys[2], ys[3]))

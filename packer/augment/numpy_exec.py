@@ -10,14 +10,15 @@ would be alone.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import cv2
 import numpy as np
 
 from packer.augment.dtypes import check_fill, check_images, check_masks, value_range
-from packer.augment.numpy_targets import move_targets
+from packer.augment.moves import input_field, moves
+from packer.augment.numpy_targets import move_points, move_rows, move_targets
 from packer.augment.params import AugmentParams
 
 BORDERS = {
@@ -33,11 +34,7 @@ GROUP = 4  # channels per OpenCV call
 
 def _check(images: np.ndarray, masks: np.ndarray | None, params: AugmentParams) -> None:
     check_images(images.dtype.name, images.shape)
-    if images.shape[0] != len(params) or tuple(images.shape[1:3]) != params.in_hw:
-        raise ValueError(
-            f"images {images.shape} do not match the parameters "
-            f"({len(params)} samples of {params.in_hw})"
-        )
+    _fits(images, params, "images")
     check_fill(params.cval, images.dtype.name)
     if masks is not None:
         check_masks(masks.dtype.name, masks.shape, images.shape, params.ignore_index)
@@ -86,6 +83,10 @@ def _area_preshrink(
     return small.reshape(hs, ws, *image.shape[2:]), scaled
 
 
+FLAGS = {"linear": cv2.INTER_LINEAR, "area": cv2.INTER_LINEAR, "nearest": cv2.INTER_NEAREST,
+         "cubic": cv2.INTER_CUBIC}  # fmt: skip
+
+
 def apply(
     images: np.ndarray,
     masks: np.ndarray | None,
@@ -93,6 +94,7 @@ def apply(
     *,
     out: tuple[np.ndarray | None, np.ndarray | None] | None = None,
     targets: Sequence[Mapping] | None = None,
+    geometries: Mapping[str, Any] | None = None,
 ) -> tuple[Any, ...]:
     """Warp ``images`` (bilinear) and ``masks`` (nearest) by ``params``; colour the images.
 
@@ -101,45 +103,133 @@ def apply(
     pixels become ``params.ignore_index``; images fill per ``params.fill_mode``. ``out``
     is an optional (images, masks) pair of C-contiguous arrays to write into.
     Returns (images, masks) of ``params.out_hw``; given ``targets`` (one detection dict
-    per sample, see `numpy_targets`), (images, masks, moved targets).
+    per sample, see `numpy_targets`; keys moved by ``geometries`` or the convention of
+    `moves`), (images, masks, moved targets).
     """
     _check(images, masks, params)
-    images = np.ascontiguousarray(images)
-    masks = None if masks is None else np.ascontiguousarray(masks)
-    b, _, _, c = images.shape
-    ho, wo = params.out_hw
     out_images, out_masks = out if out is not None else (None, None)
-    out_images = _output(out_images, (b, ho, wo, c), images.dtype, "images")
+    out_images = warp_pixels(images, params, coloured=True, out=out_images)
     if masks is not None:
-        out_masks = _output(out_masks, (b, ho, wo), masks.dtype, "masks")
-    warp_image = _ImageWarp(params, c, images.dtype)
-    mask_matrix = params.mask_matrix if masks is not None else None
-    mask_fill = (params.ignore_index,) * 4
+        out_masks = warp_labels(masks, params, out=out_masks)
+    if targets is not None:
+        return out_images, out_masks, move_targets(params, targets, geometries)
+    return out_images, out_masks
+
+
+def apply_fields(
+    arrays: Mapping[str, np.ndarray],
+    params: AugmentParams,
+    fields: Iterable[Any] | Mapping[str, Any],
+    *,
+    counts: np.ndarray | None = None,
+) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
+    """A batch's fields (name -> array) moved by their kinds' geometry: what the readers call.
+
+    ``fields``: the pack's `schema.Field` objects, or name -> geometry (`moves.moves`). Fixed
+    fields ``[B, ...]``: "pixels" warped with their interpolation (the first one, the image,
+    coloured too), "labels" nearest with the ignore index outside, "points" moved, "none" as
+    they are. Ragged fields hold every object's row, sample after sample, ``counts`` [B] per
+    sample (`numpy_targets.move_rows`). Returns (moved arrays, the objects' new counts).
+    """
+    found = moves(fields)
+    unknown = [name for name in arrays if name not in found]
+    if unknown:
+        raise ValueError(f"no field named {unknown[0]!r} among {', '.join(found)}")
+    coloured = input_field(found)
+    moved: dict[str, np.ndarray] = {}
+    for name, array in arrays.items():
+        move = found[name]
+        if move.ragged:
+            continue
+        if len(array) != len(params):
+            raise ValueError(f"{name}: {len(array)} rows for a batch of {len(params)} samples")
+        if move.geometry == "pixels":
+            moved[name] = warp_pixels(
+                array, params, move.interpolation, name == coloured, name=name
+            )
+        elif move.geometry == "labels":
+            moved[name] = warp_labels(array, params, name=name)
+        elif move.geometry == "points":
+            moved[name] = move_points(array, params.box_matrix.reshape(-1, 6), params.out_hw)
+        else:
+            moved[name] = array
+    rows = {name: array for name, array in arrays.items() if found[name].ragged}
+    if rows:
+        if counts is None:
+            raise ValueError(f"ragged fields {', '.join(rows)} need the samples' object counts")
+        rows, counts = move_rows(params, rows, counts, {name: found[name] for name in rows})
+    return moved | rows, counts
+
+
+def warp_pixels(
+    array: np.ndarray,
+    params: AugmentParams,
+    interpolation: str = "linear",
+    coloured: bool = False,
+    *,
+    out: np.ndarray | None = None,
+    name: str = "images",
+) -> np.ndarray:
+    """``[B, H, W, C]`` (or one band ``[B, H, W]``) warped with ``interpolation``; with
+    ``coloured``, the drawn colour changes too (`colour`). "linear" and "area" are the
+    images' warp: bilinear, averaging the source first when shrinking by 2 or more
+    (`AREA_SHRINK`); "nearest" samples as masks do (ties nudged alike in every executor)."""
+    array = np.ascontiguousarray(array)
+    bands = array if array.ndim == 4 else array[..., None]
+    check_images(bands.dtype.name, bands.shape)
+    _fits(bands, params, name)
+    check_fill(params.cval, bands.dtype.name)
+    b, _, _, c = bands.shape
+    ho, wo = params.out_hw
+    result = _output(out, (b, ho, wo, *array.shape[3:]), array.dtype, name)
+    target = result if array.ndim == 4 else result[..., None]
+    warp_image = _ImageWarp(params, c, bands.dtype, FLAGS[interpolation])
+    nearest = interpolation == "nearest"
+    matrices = params.mask_matrix if nearest else params.matrix
     factors = shrink_factors(params.matrix)
-    shrink = factors.max(axis=1) >= AREA_SHRINK
+    shrink = (factors.max(axis=1) >= AREA_SHRINK) & (interpolation in ("linear", "area"))
     for i in range(b):
-        src, matrix = images[i], params.matrix[i]
+        src, matrix = bands[i], matrices[i]
         if shrink[i]:  # bilinear sampling alone would skip source pixels and alias
             src, matrix = _area_preshrink(src, matrix, factors[i])
-        warp_image(src, matrix, out_images[i])
-        if params.has_colour:  # while the image is still in cache
-            colour(out_images[i].reshape(ho, wo * c), params, i)
-        if masks is not None:
-            dst = out_masks[i]
-            got = cv2.warpAffine(
-                masks[i],
-                mask_matrix[i],
-                (wo, ho),
-                dst=dst,
-                flags=cv2.INTER_NEAREST | cv2.WARP_INVERSE_MAP,
-                borderMode=cv2.BORDER_CONSTANT,
-                borderValue=mask_fill,
-            )
-            if got is not dst:
-                dst[...] = got
-    if targets is not None:
-        return out_images, out_masks, move_targets(params, targets)
-    return out_images, out_masks
+        warp_image(src, matrix, target[i])
+        if coloured and params.has_colour:  # while the image is still in cache
+            colour(target[i].reshape(ho, wo * c), params, i)
+    return result
+
+
+def warp_labels(
+    masks: np.ndarray, params: AugmentParams, *, out: np.ndarray | None = None, name="masks"
+) -> np.ndarray:
+    """Class-id planes ``[B, H, W]`` sampled nearest; out-of-frame pixels the ignore index."""
+    masks = np.ascontiguousarray(masks)
+    check_masks(masks.dtype.name, masks.shape, masks.shape, params.ignore_index)
+    _fits(masks, params, name)
+    ho, wo = params.out_hw
+    result = _output(out, (len(masks), ho, wo), masks.dtype, name)
+    matrix, fill = params.mask_matrix, (params.ignore_index,) * 4
+    for i in range(len(masks)):
+        dst = result[i]
+        got = cv2.warpAffine(
+            masks[i],
+            matrix[i],
+            (wo, ho),
+            dst=dst,
+            flags=cv2.INTER_NEAREST | cv2.WARP_INVERSE_MAP,
+            borderMode=cv2.BORDER_CONSTANT,
+            borderValue=fill,
+        )
+        if got is not dst:
+            dst[...] = got
+    return result
+
+
+def _fits(array: np.ndarray, params: AugmentParams, name: str) -> None:
+    if array.shape[0] != len(params) or tuple(array.shape[1:3]) != params.in_hw:
+        raise ValueError(
+            f"{name} {array.shape} do not match the parameters "
+            f"({len(params)} samples of {params.in_hw})"
+        )
 
 
 class _ImageWarp:
@@ -152,12 +242,15 @@ class _ImageWarp:
     destination must be C-contiguous (`apply` makes it so).
     """
 
-    def __init__(self, params: AugmentParams, channels: int, dtype: np.dtype) -> None:
+    def __init__(
+        self, params: AugmentParams, channels: int, dtype: np.dtype, flags: int = cv2.INTER_LINEAR
+    ) -> None:
         self.size = (params.out_hw[1], params.out_hw[0])
         self.out_hw = params.out_hw
         self.border = BORDERS[params.fill_mode]
         self.fill = (params.cval,) * 4
         self.dtype = dtype
+        self.flags = flags | cv2.WARP_INVERSE_MAP
         self.groups = [(a, min(a + GROUP, channels)) for a in range(0, channels, GROUP)]
         self.buffers: dict[tuple, np.ndarray] = {}
 
@@ -196,7 +289,7 @@ class _ImageWarp:
             matrix,
             self.size,
             dst=target,
-            flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
+            flags=self.flags,
             borderMode=self.border,
             borderValue=self.fill,
         )

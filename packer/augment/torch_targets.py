@@ -1,4 +1,5 @@
-"""Detection targets moved by the torch executor, on the images' device (CPU or CUDA).
+"""Per-object targets moved by the torch executor, each key by its geometry (`moves`), on
+the images' device (CPU or CUDA).
 
 Targets are one dict of tensors per sample, as torchvision's detection models take them
 (``"boxes"`` float [N, 4] x1, y1, x2, y2, ``"labels"`` [N], optional ``"masks"`` uint8
@@ -15,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from packer.augment.boxes import move_boxes
+from packer.augment.boxes import inside, move_boxes, move_point
+from packer.augment.moves import Move, by_convention
 from packer.augment.params import AugmentParams
 from packer.augment.torch_grid import mask_grid
 
@@ -26,11 +28,9 @@ def _torch():
     return torch
 
 
-def _boxes(target: Mapping, i: int, device) -> Any:
+def _boxes(target: Mapping, i: int, device, key: str = "boxes") -> Any:
     torch = _torch()
-    if "boxes" not in target:
-        raise ValueError(f"target {i} has no 'boxes' (x1, y1, x2, y2 per object)")
-    boxes = torch.as_tensor(target["boxes"], device=device)
+    boxes = torch.as_tensor(target[key], device=device)
     if boxes.numel() == 0:
         return boxes.reshape(0, 4).double()
     if boxes.ndim != 2 or boxes.shape[1] != 4:
@@ -45,8 +45,8 @@ def _per_object(key: str, value: Any, n: int, i: int) -> bool:
         return False
     if value.shape[0] != n:
         raise ValueError(
-            f"target {i}: {key!r} has {value.shape[0]} rows for {n} boxes (per-object fields "
-            "need one row per box; per-image values must be scalars)"
+            f"target {i}: {key!r} has {value.shape[0]} rows for {n} objects (per-object fields "
+            "need one row per object; per-image values must be scalars)"
         )
     return True
 
@@ -62,31 +62,67 @@ def warp_object_masks(masks: Any, grid: Any) -> Any:
     return (out[0] != 0).to(torch.uint8)
 
 
-def move_targets(params: AugmentParams, targets: Sequence[Mapping], *, device=None) -> list[dict]:
-    """One moved dict of tensors per sample (see `numpy_targets.move_targets` for the rule).
+def move_points(points: Any, forward: Any, out_hw: tuple[int, int]) -> Any:
+    """Points [K, ..., D] (last axis x, y[, visibility, ...]) through float64 ``forward``
+    [K, 6] (one map per row), in their dtype: as box corners move; visibility 0 for a point
+    that leaves the frame (its moved coordinates stay)."""
+    torch = _torch()
+    out = points.clone()
+    if out.numel() == 0:
+        return out
+    a = forward.reshape(len(forward), *[1] * (out.ndim - 2), 6)
+    x, y = move_point(out[..., 0].double(), out[..., 1].double(), tuple(a.unbind(-1)))
+    out[..., 0], out[..., 1] = x.to(out.dtype), y.to(out.dtype)
+    if out.shape[-1] >= 3:
+        seen = out[..., 2]
+        out[..., 2] = torch.where(inside(x, y, out_hw), seen, torch.zeros_like(seen))
+    return out
+
+
+def move_targets(
+    params: AugmentParams,
+    targets: Sequence[Mapping],
+    *,
+    device=None,
+    geometries: Mapping[str, Any] | None = None,
+) -> list[dict]:
+    """One moved dict of tensors per sample (see `numpy_targets.move_targets` for the rule;
+    keys move by ``geometries`` or the convention of `moves`).
 
     The work and the results are on ``device`` (default: the first target's boxes' device).
     """
     torch = _torch()
     if len(targets) != len(params):
         raise ValueError(f"{len(targets)} targets for a batch of {len(params)} samples")
+    keys = list(dict.fromkeys(k for t in targets for k in t))
+    found = by_convention(keys, geometries)
     if device is None:
-        first = targets[0]["boxes"] if targets and "boxes" in targets[0] else None
+        boxes = next((k for k in keys if found[k].geometry == "boxes"), None)
+        first = targets[0].get(boxes) if targets and boxes else None
         device = first.device if isinstance(first, torch.Tensor) else torch.device("cpu")
-    boxes = [_boxes(t, i, device) for i, t in enumerate(targets)]
-    counts = [len(b) for b in boxes]
-    owner = torch.as_tensor(np.repeat(np.arange(len(boxes)), counts), device=device)
+    counts = [_count(t, i, found, geometries is None, device) for i, t in enumerate(targets)]
+    owner = torch.as_tensor(np.repeat(np.arange(len(targets)), counts), device=device)
     forward = torch.as_tensor(params.box_matrix.reshape(-1, 6), device=device)[owner]
-    flat = torch.cat([*boxes, torch.empty((0, 4), dtype=torch.float64, device=device)])
-    corners, keep = move_boxes(
-        torch,
-        tuple(flat.unbind(1)),
-        tuple(forward.unbind(1)),
-        params.out_hw,
-        params.min_visibility,
-        params.min_box_size,
-    )
-    moved = torch.stack(corners, dim=1).float()
+    keep = torch.ones(len(owner), dtype=torch.bool, device=device)
+    moved = {}
+    for key in keys:
+        geometry = found[key].geometry
+        if geometry == "boxes":
+            parts = [_boxes(t, i, device, key) for i, t in enumerate(targets)]
+            flat = torch.cat([*parts, torch.empty((0, 4), dtype=torch.float64, device=device)])
+            corners, kept = move_boxes(
+                torch,
+                tuple(flat.unbind(1)),
+                tuple(forward.unbind(1)),
+                params.out_hw,
+                params.min_visibility,
+                params.min_box_size,
+            )
+            moved[key] = torch.stack(corners, dim=1).float()
+            keep &= kept
+        elif geometry == "points":
+            flat = torch.cat([torch.as_tensor(t[key], device=device) for t in targets])
+            moved[key] = move_points(flat, forward, params.out_hw)
     keep_host = keep.cpu()  # the one synchronisation: which rows each sample keeps
     grids = None
     results, start = [], 0
@@ -95,9 +131,10 @@ def move_targets(params: AugmentParams, targets: Sequence[Mapping], *, device=No
         kept = torch.nonzero(keep_host[start:stop]).flatten().to(device)
         result = {}
         for key, value in target.items():
-            if key == "boxes":
-                result[key] = moved[start:stop].index_select(0, kept)
-            elif key == "masks":
+            geometry = found[key].geometry
+            if key in moved:
+                result[key] = moved[key][start:stop].index_select(0, kept)
+            elif geometry == "planes":
                 if grids is None:
                     grids = mask_grid(params, device)
                 masks = _masks(value, n, params.in_hw, i, device)
@@ -109,6 +146,18 @@ def move_targets(params: AugmentParams, targets: Sequence[Mapping], *, device=No
         results.append(result)
         start = stop
     return results
+
+
+def _count(target: Mapping, i: int, found: Mapping[str, Move], convention: bool, device) -> int:
+    """Sample ``i``'s object count: its boxes' rows (keypoints' without boxes)."""
+    boxes = next((k for k in target if found[k].geometry == "boxes"), None)
+    if boxes is not None:
+        return len(_boxes(target, i, device, boxes))
+    points = next((k for k in target if found[k].geometry == "points"), None)
+    if convention and points is None:
+        raise ValueError(f"target {i} has no 'boxes' (x1, y1, x2, y2 per object)")
+    first = points or next((k for k in target if np.ndim(target[k]) > 0), None)
+    return 0 if first is None else len(target[first])
 
 
 def _masks(value: Any, n: int, in_hw: tuple[int, int], i: int, device) -> Any:

@@ -263,10 +263,13 @@ class Loader:
             from ..augment import numpy_exec
 
             params = self.augment.draw(p.epoch, indices, images.shape[1:3])
-            images, _, moved = numpy_exec.apply(
-                images, None, params, targets=per_sample(fields, counts)
+            batch = {self.targets.input: images, **fixed, **fields}
+            moved, counts = numpy_exec.apply_fields(
+                batch, params, self.dataset.fields, counts=counts
             )
-            fields, counts = ragged(moved, fields)
+            images = moved.pop(self.targets.input)
+            fixed = {name: moved.pop(name) for name in fixed}
+            fields = moved
         return self.transform.normalizer(images), self.transform.expand(fixed), fields, counts
 
     def padded_batch(self, index: int, epoch: int | None = None) -> tuple[np.ndarray, dict]:
@@ -285,12 +288,11 @@ class Loader:
         return self.augment.draw(p.epoch, indices, self.dataset.field(self.targets.input).shape[:2])
 
     def _augmented(self, arrays: dict, index: int, epoch: int | None) -> dict[str, np.ndarray]:
-        """Images and masks warped by the draw of their samples (rows in ascending index)."""
+        """The batch's fields moved by their kinds' geometry with the draw of their samples
+        (rows in ascending index)."""
         from ..augment import numpy_exec
 
-        params = self.draw(index, epoch)
-        images, masks = numpy_exec.apply(arrays["images"], arrays.get("masks"), params)
-        return {**arrays, "images": images} | ({} if masks is None else {"masks": masks})
+        return numpy_exec.apply_fields(arrays, self.draw(index, epoch), self.dataset.fields)[0]
 
     def _prefetch_windows(self, p: Pass, index: int) -> None:
         """Have the window batch `index` starts in and the next read ahead, each as
@@ -315,21 +317,6 @@ def per_sample(
     split = {name: np.split(values, cuts) for name, values in fields.items()}
     split |= {name: list(values) for name, values in (fixed or {}).items()}
     return [dict(zip(split, row, strict=True)) for row in zip(*split.values(), strict=True)]
-
-
-def ragged(
-    targets: list[dict[str, np.ndarray]], like: dict[str, np.ndarray]
-) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """Per-sample dicts back to ragged fields (each as `like`'s dtype) and object counts."""
-    first = next(iter(like), None)  # every ragged field has a row per object
-    counts = np.array([len(t[first]) if first else 0 for t in targets], np.int64)
-    fields = {
-        name: np.concatenate([np.asarray(t[name], values.dtype) for t in targets])
-        if targets
-        else values[:0]
-        for name, values in like.items()
-    }
-    return fields, counts
 
 
 def check_augment_fits(augment: Augment, dataset: PackedDataset, path: str) -> None:

@@ -90,7 +90,7 @@ def indexed(
     in_graph = augment is not None or not transform.identity
 
     def finish(arrays: dict[str, tf.Tensor]) -> tuple[tf.Tensor, tf.Tensor]:
-        return transform.tf_apply(_augmented(augment, arrays))
+        return transform.tf_apply(_augmented(augment, arrays, loader.dataset.fields))
 
     def arrays_of(outputs: list[tf.Tensor]) -> dict[str, tf.Tensor] | tuple:
         out = passes.shaped(outputs, rows)
@@ -133,20 +133,14 @@ def _rows(arrays: tuple) -> tf.Tensor:
     return tf.shape(next(iter(first.values())) if isinstance(first, dict) else first)[0]
 
 
-def _augmented(augment: Augment | None, arrays: dict) -> dict:
-    """Images and masks warped in-graph by their samples' draw (`arrays["epoch"]` and the
-    batch's sample `arrays["indices"]` key it)."""
+def _augmented(augment: Augment | None, arrays: dict, fields: tuple[Field, ...]) -> dict:
+    """The batch's fields moved in-graph by their kinds' geometry with their samples' draw
+    (`arrays["epoch"]` and the batch's sample `arrays["indices"]` key it); a ragged field's
+    padded rows move with their objects."""
     indices, epoch = arrays.pop("indices", None), arrays.pop("epoch", None)
     if augment is None:
         return arrays
-    if "boxes" in arrays:  # a detection pack's padded targets move with the images
-        targets = {"boxes": arrays["boxes"], "labels": arrays["labels"]}
-        images, _, moved = tf_exec.augment(
-            augment, arrays["images"], None, epoch, indices, targets=targets
-        )
-        return {**arrays, "images": images, **moved}
-    images, masks = tf_exec.augment(augment, arrays["images"], arrays.get("masks"), epoch, indices)
-    return {**arrays, "images": images} | ({} if masks is None else {"masks": masks})
+    return tf_exec.augment_fields(augment, arrays, fields, epoch, indices)
 
 
 class Passes:

@@ -31,7 +31,6 @@ import torch
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
 from ..augment import Augment
-from ..fields import kind_of
 from ..reading import gather, handoff
 from ..reading.loader import Loader
 from ..reading.options import BATCH_SIZE, SPLIT, takes
@@ -151,16 +150,9 @@ class _Packed:
             transform.normalizer,
             transform.num_classes,
             transform.one_hot is not None,
-            self._moves_target(),
+            self.loader.dataset.fields,
             self.layout,
             torch.from_numpy(np.empty(0, self._target_dtype)).dtype,
-        )
-
-    def _moves_target(self) -> bool:
-        """Whether the single target is a plane of class ids the geometry moves (masks)."""
-        single = self.loader.targets.single
-        return (
-            single is not None and kind_of(self.loader.dataset.field(single)).geometry == "labels"
         )
 
     def _batch(self, index: int) -> tuple[torch.Tensor, torch.Tensor] | _Handed:

@@ -71,7 +71,7 @@ class DeviceFinish:
     normalizer: Normalizer
     num_classes: int
     one_hot: bool
-    segmentation: bool
+    fields: tuple  # the pack's fields, whose kinds move the target
     layout: str
     target_dtype: torch.dtype = torch.int64  # class ids; one-hot rows too when it is a float
 
@@ -81,11 +81,7 @@ class DeviceFinish:
         device = self.device
         images = images.to(device, non_blocking=True)
         targets = targets.to(device, non_blocking=True)
-        images, masks = torch_exec.apply(
-            images, targets if self.segmentation else None, params, device=device
-        )
-        if self.segmentation:
-            targets = masks
+        images, targets = self.moved(images, targets, params)
         images = self.normalised(images)
         if self.one_hot:  # ids outside 0..C-1 (the ignore index) become zero rows
             ids = targets.long()
@@ -95,6 +91,17 @@ class DeviceFinish:
         else:  # converted here, after the copy: a uint8 mask crosses at an eighth of int64's size
             targets = targets.to(self.target_dtype)
         return (images.permute(0, 3, 1, 2) if self.layout == "NCHW" else images), targets
+
+    def moved(self, images: torch.Tensor, targets: torch.Tensor, params: AugmentParams) -> tuple:
+        """Images and the one fixed target field moved by the draw, by the target's kind."""
+        image, *others = (f.name for f in self.fields if not f.ragged)
+        if len(others) != 1:
+            raise ValueError(f"one fixed target field moves here, not {len(others)}: {others}")
+        target = others[0]
+        moved, _ = torch_exec.apply_fields(
+            {image: images, target: targets}, params, self.fields, device=self.device
+        )
+        return moved[image], moved[target]
 
     def normalised(self, images: torch.Tensor) -> torch.Tensor:
         """The images normalised as the reader asks (uint8 as they are without)."""
@@ -171,9 +178,16 @@ class DeviceObjects(DeviceBatch):
             images = self._raw[0].to(device, non_blocking=True)
             targets = [{k: v.to(device, non_blocking=True) for k, v in t.items()}
                        for t in self.targets]  # fmt: skip
-            images, _, moved = torch_exec.apply(
-                images, None, self.params, device=device, targets=targets
-            )
+            if finish.fields:  # every field by its kind, fixed ones in the dicts too
+                name = next(f.name for f in finish.fields if not f.ragged)  # the input
+                fixed, moved = torch_exec.apply_fields(
+                    {name: images}, self.params, finish.fields, device=device, targets=targets
+                )
+                images = fixed[name]
+            else:
+                images, _, moved = torch_exec.apply(
+                    images, None, self.params, device=device, targets=targets
+                )
             for target in moved:  # torchvision's dtypes, whatever the executor kept
                 target.update({k: v.long() for k, v in target.items() if v.dtype in NARROW_INTS})
             self._done = (channels(finish.normalised(images), finish.layout), moved)
