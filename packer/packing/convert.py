@@ -30,7 +30,8 @@ from ..imaging import (
 from ..imaging.kinds import AUTO, Conversion
 from ..labels import ClassTable, LabelMapper
 from ..schema import Field
-from ..sources import MaskRecipe, ObjectsRecipe, Sample, mask_files, mask_key
+from ..sources import MaskRecipe, ObjectsRecipe, Sample, mask_key
+from ..sources.model import sample_files
 from ..sources.objects import TASKS
 from . import prefetch, stats
 from .kinds import ImageKinds
@@ -38,6 +39,7 @@ from .ledger import scratch, workdir
 from .objects import object_record
 from .preflight import mask_size_mismatch
 from .tasks import ChunkResult, ChunkTask, ShardTask
+from .values import SampleError, values_record
 
 
 @dataclass(frozen=True)
@@ -61,15 +63,6 @@ class PackConfig:
 
 
 DROPPED = "dropped objects"  # a record's key for its objects left out (never a field)
-
-
-class SampleError(Exception):
-    """One input that cannot be packed: the file at fault and the precise reason."""
-
-    def __init__(self, path: str, reason: str) -> None:
-        super().__init__(f"{path}: {reason}")
-        self.path = path
-        self.reason = reason
 
 
 class Converter:
@@ -106,7 +99,7 @@ class Converter:
         writer = formats.get(config.format).ChunkWriter(part_dir, task, config.fields, options)
         read = prefetch.Fetcher(  # sources at a URL: the next files requested ahead
             config.root,
-            [p for s in task.samples for p in (s.image, *mask_files(s.mask))],
+            [p for s in task.samples for p in sample_files(s)],
             storage.read_with_stat,
         )
         try:
@@ -131,7 +124,10 @@ class Converter:
                 result.kept.append([sample.image, mask_key(sample.mask)])
                 if isinstance(sample.mask, MaskRecipe):
                     result.annotations[sample.image] = sample.mask.digest
-                result.stats.add(record, backend)
+                if sample.values is None:
+                    result.stats.add(record, backend)
+                else:
+                    _count(result.stats, record, config.fields, backend)
         finally:
             read.close()
             writer.close()
@@ -199,6 +195,9 @@ class Converter:
         """One sample's arrays: the transformed image and its label or its mapped, aligned mask.
         The states of the source files read go into `states`."""
         config = self.config
+        if sample.values is not None:
+            record, backend = values_record(sample, config, lambda r: self._read(r, states, read))
+            return record, backend, {}
         try:
             data = self._read(sample.image, states, read)
             image = decode_image(data, config.geometry, config.max_pixels, config.conversion)
@@ -280,6 +279,19 @@ class Converter:
             raise ImageError(f"cannot read file: {exc.strerror or exc}") from exc
         states[rel] = [size, mtime_ns, hashlib.sha256(data).hexdigest()]
         return data
+
+
+def _count(stats, record: dict[str, np.ndarray], fields: tuple[Field, ...], backend: str) -> None:
+    """A Python sample's record into the chunk's statistics, by the names they count today
+    (the input image as "images", its class ids or mask as "labels" or "masks"); a record
+    with neither counts its backend only."""
+    by_kind = {f.kind: record[f.name] for f in reversed(fields) if not f.ragged}
+    if "class" in by_kind:
+        stats.add({"images": by_kind["image"], "labels": by_kind["class"]}, backend)
+    elif "mask" in by_kind:
+        stats.add({"images": by_kind["image"], "masks": by_kind["mask"]}, backend)
+    else:
+        stats.backends[backend] += 1
 
 
 def _dropped(problem: str, recipe) -> dict:
