@@ -173,7 +173,9 @@ class Converter:
             "rejected": [r for c in results for r in c.rejected],
             "unknown": [u for c in results for u in c.unknown],
             **(
-                {"dropped": [d for c in results for d in c.dropped]} if config.task in TASKS else {}
+                {"dropped": [d for c in results for d in c.dropped]}
+                if any(f.ragged for f in config.fields)  # objects: the presets' and others'
+                else {}
             ),
             "sources": dict(sorted((k, v) for c in results for k, v in c.sources.items())),
             **_annotations(results),
@@ -196,8 +198,10 @@ class Converter:
         The states of the source files read go into `states`."""
         config = self.config
         if sample.values is not None:
-            record, backend = values_record(sample, config, lambda r: self._read(r, states, read))
-            return record, backend, {}
+            record, backend, dropped = values_record(
+                sample, config, lambda r: self._read(r, states, read)
+            )
+            return {**record, DROPPED: dropped} if dropped else record, backend, {}
         try:
             data = self._read(sample.image, states, read)
             image = decode_image(data, config.geometry, config.max_pixels, config.conversion)
@@ -283,13 +287,18 @@ class Converter:
 
 def _count(stats, record: dict[str, np.ndarray], fields: tuple[Field, ...], backend: str) -> None:
     """A Python sample's record into the chunk's statistics, by the names they count today
-    (the input image as "images", its class ids or mask as "labels" or "masks"); a record
-    with neither counts its backend only."""
-    by_kind = {f.kind: record[f.name] for f in reversed(fields) if not f.ragged}
-    if "class" in by_kind:
-        stats.add({"images": by_kind["image"], "labels": by_kind["class"]}, backend)
-    elif "mask" in by_kind:
-        stats.add({"images": by_kind["image"], "masks": by_kind["mask"]}, backend)
+    (the input image as "images"; its objects' boxes and classes, its class id or its mask
+    as "boxes" and "labels", "labels" or "masks"); a record with none of them counts its
+    backend only."""
+    by_kind = {(f.kind, f.ragged): record[f.name] for f in reversed(fields)}
+    image = by_kind[("image", False)]
+    if ("boxes", True) in by_kind and ("object_class", True) in by_kind:
+        objects = {"boxes": by_kind[("boxes", True)], "labels": by_kind[("object_class", True)]}
+        stats.add({"images": image, **objects}, backend)
+    elif ("class", False) in by_kind:
+        stats.add({"images": image, "labels": by_kind[("class", False)]}, backend)
+    elif ("mask", False) in by_kind:
+        stats.add({"images": image, "masks": by_kind[("mask", False)]}, backend)
     else:
         stats.backends[backend] += 1
 

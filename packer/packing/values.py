@@ -1,6 +1,7 @@
 """A Python sample's record: its input image decoded and placed as any image is, then every
 other field's value placed through its kind's packing hook (`FieldKind.place`) in the image's
-frame; ragged fields checked to hold one row per object alike."""
+frame; ragged fields checked to hold one row per object alike, and objects whose box has no
+area once placed left out of every ragged field, as packed boxes are."""
 
 from __future__ import annotations
 
@@ -33,9 +34,10 @@ class SampleError(Exception):
 
 def values_record(
     sample: Sample, config, read: Callable[[str], bytes]
-) -> tuple[dict[str, np.ndarray], str]:
-    """The arrays of a Python sample by field name, and how its image was decoded. A value
-    that cannot be placed raises `SampleError` naming the sample (or the file) and the field."""
+) -> tuple[dict[str, np.ndarray], str, list[dict]]:
+    """The arrays of a Python sample by field name, how its image was decoded, and the objects
+    left out (boxes without area once placed). A value that cannot be placed raises
+    `SampleError` naming the sample (or the file) and the field."""
     values = sample.values.by_field  # type: ignore[union-attr]
     where = sample.image
     image_field = next(f for f in config.fields if f.kind == "image")
@@ -74,7 +76,32 @@ def values_record(
     if len(set(rows.values())) > 1:
         (a, n), (b, m) = next((p, q) for p in rows.items() for q in rows.items() if p[1] != q[1])
         raise SampleError(where, f"ragged fields differ in rows: {a} has {n}, {b} has {m}")
-    return record, backend
+    return record, backend, _without_degenerate(record, config.fields, values, where)
+
+
+def _without_degenerate(
+    record: dict[str, np.ndarray], pack_fields: tuple[Field, ...], values: dict, where: str
+) -> list[dict]:
+    """Leave out, from every ragged field, the objects whose placed box (the first ragged
+    field of geometry "boxes") has no area, as packed boxes leave; each one left out with
+    where and why."""
+    ragged = [f for f in pack_fields if f.ragged]
+    boxes = next((f for f in ragged if fields.kind_of(f).geometry == "boxes"), None)
+    if boxes is None:
+        return []
+    placed = record[boxes.name]
+    keep = (placed[:, 2] > placed[:, 0]) & (placed[:, 3] > placed[:, 1])
+    if keep.all():
+        return []
+    source = np.asarray(values[boxes.name], np.float64).reshape(-1, 4)
+    had_area = (source[:, 2] > source[:, 0]) & (source[:, 3] > source[:, 1])
+    for field in ragged:
+        record[field.name] = record[field.name][keep]
+    why = {True: "outside the frame", False: "no area in the source (x2 <= x1 or y2 <= y1)"}
+    return [
+        {"path": where, "object": i, "reason": why[bool(had_area[i])]}
+        for i in np.flatnonzero(~keep).tolist()
+    ]
 
 
 def _placed(field: Field, value, frame: Frame, where: str, read) -> np.ndarray:

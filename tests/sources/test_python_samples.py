@@ -5,6 +5,8 @@ OpenCV resizes and as exact scaling elsewhere, byte-identical across worker coun
 
 from __future__ import annotations
 
+import json
+
 import cv2
 import numpy as np
 import pytest
@@ -211,3 +213,23 @@ def test_an_interrupted_pack_of_the_same_samples_finishes(samples, tmp_path, mon
     assert ds["train"].count == len(samples)
     again = packer.pack(samples, out=tmp_path / "i", **options)
     assert again.manifest == ds.manifest  # up to date: nothing packed again
+
+
+def test_objects_whose_box_leaves_the_frame_leave_every_ragged_field(samples, tmp_path):
+    objects = [dict(s) for s in samples[:3]]
+    for s in objects:  # one box inside the centred 30x30 crop, one left of it (x < 5)
+        s["spots"] = np.float32([[20, 10], [2, 3]])
+        s["boxes"] = np.float32([[10, 5, 30, 25], [0, 0, 4, 4]])
+        s["classes"] = np.int32([1, 2])
+    fields = {**FIELDS, "boxes": "boxes", "classes": "object_class"}
+    ds = packer.pack(objects, out=tmp_path / "o", fields=fields, size=30, progress=False)
+    found = read_all(tmp_path / "o")
+    for s in objects:
+        rows = found[s["images"]][1]
+        np.testing.assert_array_equal(rows["boxes"], np.float32([[5, 5, 25, 25]]))
+        np.testing.assert_array_equal(rows["spots"], np.float32([[15, 10]]))
+        np.testing.assert_array_equal(rows["classes"], np.int32([1]))
+    receipts = [json.loads(p.read_text()) for p in (tmp_path / "o").glob("*/*.receipt.json")]
+    dropped = sorted((d["path"], d["object"], d["reason"]) for r in receipts for d in r["dropped"])
+    assert dropped == [(f"rgb_{i}.png", 1, "outside the frame") for i in range(3)]
+    assert ds["train"].count == 3
