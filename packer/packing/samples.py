@@ -79,7 +79,10 @@ def plan_samples(
     first = found[0].values.by_field  # type: ignore[union-attr]
     conversion = _conversion(o.channels, o.dtype)
     image_kind, image_size = _picture(root, first[image_key], o.max_pixels)
-    stored = conversion.output(image_kind)
+    try:
+        stored = conversion.output(image_kind)
+    except ImageError as exc:
+        raise PackError(f"{image_key}: {exc}") from None
     output_size = _given_size(size)
     size_rule = None
     if output_size is None:
@@ -168,9 +171,10 @@ def _bytes_of(root: Path, value) -> bytes:
 def _picture(root: Path, value, max_pixels: int):
     """The first image's kind of samples and its size (W, H) as displayed."""
     if isinstance(value, np.ndarray):
-        bands = 1 if value.ndim == 2 else value.shape[2]
-        photo = value.dtype == np.uint8 and bands in (1, 3)
-        return PixelKind(value.dtype.name, bands, photo), (value.shape[1], value.shape[0])
+        if value.ndim not in (2, 3):
+            raise PackError(f"samples[0]: an image array of shape {value.shape}, not [h, w, c]")
+        bands = 1 if value.ndim == 2 else value.shape[2]  # an array's bands are kept as given
+        return PixelKind(value.dtype.name, bands), (value.shape[1], value.shape[0])
     data = _bytes_of(root, value)
     try:
         header, _, kind = probe_kind(data, max_pixels)

@@ -50,6 +50,7 @@ def values_record(
             interpolation = interpolation_for(config.geometry, placement.crop, placement.scaled)
             own = Frame(None, None, config.geometry, config.ignore_index, limit)
             image = pixels(value, image_field.shape, image_field.dtype, own, interpolation)
+            image = image[..., np.newaxis] if image.ndim == 2 else image  # one band: [H, W, 1]
             backend = "array"
         else:
             data = read(value) if isinstance(value, str) else bytes(value)

@@ -6,6 +6,7 @@ OpenCV resizes and as exact scaling elsewhere, byte-identical across worker coun
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import cv2
 import numpy as np
@@ -233,3 +234,18 @@ def test_objects_whose_box_leaves_the_frame_leave_every_ragged_field(samples, tm
     dropped = sorted((d["path"], d["object"], d["reason"]) for r in receipts for d in r["dropped"])
     assert dropped == [(f"rgb_{i}.png", 1, "outside the frame") for i in range(3)]
     assert ds["train"].count == 3
+
+
+@pytest.mark.parametrize("shape", [(H, W, 3), (H, W)])
+def test_images_given_as_arrays_keep_their_bands(tmp_path, shape):
+    rng = np.random.default_rng(2)
+    pixels = [rng.integers(0, 256, shape, np.uint8) for _ in range(3)]
+    samples = [{"images": p, "labels": i % 2} for i, p in enumerate(pixels)]
+    ds = packer.pack(samples, out=tmp_path / "a", fields={"images": "image"}, progress=False)
+    assert ds.manifest["task"] == "classification"
+    # provenance "sample <index>" (the split's source() joins it to the root: the last part)
+    found = {Path(k).name: v for k, v in read_all(tmp_path / "a").items()}
+    for i, p in enumerate(pixels):
+        fixed, _ = found[f"sample {i}"]
+        np.testing.assert_array_equal(fixed["images"].reshape(shape), p)
+        assert fixed["labels"] == i % 2
