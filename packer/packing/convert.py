@@ -124,6 +124,8 @@ class Converter:
                 result.kept.append([sample.image, mask_key(sample.mask)])
                 if isinstance(sample.mask, MaskRecipe):
                     result.annotations[sample.image] = sample.mask.digest
+                elif sample.values is not None:
+                    result.values[sample.image] = sample.values.digest
                 if sample.values is None:
                     result.stats.add(record, backend)
                 else:
@@ -310,9 +312,13 @@ def _dropped(problem: str, recipe) -> dict:
 
 
 def _annotations(results: list[ChunkResult]) -> dict:
-    """The receipt's `annotations` (image -> digest of its annotations), when there are any."""
-    found = dict(sorted((k, v) for c in results for k, v in c.annotations.items()))
-    return {"annotations": found} if found else {}
+    """The receipt's `annotations` (image -> digest of its annotations) and `values` (a Python
+    sample's provenance -> digest of its values), when there are any."""
+    found = {}
+    for key in ("annotations", "values"):
+        digests = dict(sorted((k, v) for c in results for k, v in getattr(c, key).items()))
+        found |= {key: digests} if digests else {}
+    return found
 
 
 def read_source(path: str) -> bytes:

@@ -249,3 +249,18 @@ def test_images_given_as_arrays_keep_their_bands(tmp_path, shape):
         fixed, _ = found[f"sample {i}"]
         np.testing.assert_array_equal(fixed["images"].reshape(shape), p)
         assert fixed["labels"] == i % 2
+
+
+def test_changed_values_and_files_are_packed_again_and_said(tmp_path):
+    samples = make_samples(tmp_path / "src", 4)
+    out = tmp_path / "u"
+    packer.pack(samples, out=out, fields=FIELDS, progress=False)
+    samples[1]["heat"] = np.zeros((H, W), np.float32)
+    ds = packer.pack(samples, out=out, fields=FIELDS, progress=False)
+    assert ds.manifest["run"]["update"]["text"] == "1 samples' values changed (rgb_1.png)"
+    cv2.imwrite(samples[2]["images"], np.zeros((H, W, 3), np.uint8))
+    ds = packer.pack(samples, out=out, fields=FIELDS, progress=False)
+    assert ds.manifest["run"]["update"]["text"] == "1 changed (rgb_2.png)"
+    found = read_all(out)
+    assert not found[samples[1]["images"]][0]["heat"].any()
+    assert not found[samples[2]["images"]][0]["images"].any()
