@@ -11,16 +11,18 @@ import os
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
-
 from . import storage
 from .errors import ManifestError
+from .fields import kind_of
 from .labels import ClassTable
 from .schema import Field
 
 MANIFEST_NAME = "dataset.json"
 FORMAT_VERSION = 1
-OBJECT_TASKS = ("detection", "instances")  # tasks whose samples hold objects
+# The presets whose samples hold objects. The manifest decides by fields (a pack with ragged
+# fields lists its dropped objects; kinds make the stats); still read by reading.loader,
+# tf.tfdata and packing.plan until they decide by fields too.
+OBJECT_TASKS = ("detection", "instances")
 
 
 def build(
@@ -81,83 +83,31 @@ def build(
         **({"left_out": list(left_out)} if left_out else {}),
         **(
             {"dropped_objects": [d for r in receipts for d in r.get("dropped", [])]}
-            if task in OBJECT_TASKS
+            if any(f.ragged for f in fields)
             else {}
         ),
-        "stats": _all_stats(task, table, receipts),
+        "stats": _all_stats(fields, table, receipts),
     }
 
 
-def _all_stats(task: str, table: ClassTable, receipts: list[dict]) -> dict:
+def _all_stats(fields: tuple[Field, ...], table: ClassTable, receipts: list[dict]) -> dict:
     """Stats of the training split (what `normalize="dataset"` uses), plus each split's own."""
     per_split = {
-        name: _stats(task, table, [r for r in receipts if r["split"] == name])
+        name: _stats(fields, table, [r for r in receipts if r["split"] == name])
         for name in sorted({r["split"] for r in receipts})
     }
     reference = "train" if "train" in per_split else None
-    top = per_split[reference] if reference else _stats(task, table, receipts)
+    top = per_split[reference] if reference else _stats(fields, table, receipts)
     return {**top, "computed_on": reference or "all splits", "splits": per_split}
 
 
-def _stats(task: str, table: ClassTable, receipts: list[dict]) -> dict:
-    """Per-channel mean/std from exact integer histograms; class pixel or image counts."""
-    classes: Counter = Counter()
-    for r in receipts:
-        classes.update({int(k): v for k, v in r["class_counts"].items()})
-    mean, var = _channel_moments(receipts)
-    std = np.sqrt(np.maximum(var, 0.0))
-    known = {c.index for c in table.classes}
-    count_key = "class_pixels" if task == "segmentation" else "class_images"
-    if task in OBJECT_TASKS:
-        count_key = "class_objects"
-        objects: Counter = Counter()
-        for r in receipts:
-            objects.update(r.get("objects", {}))
-    return {
-        "mean": [round(float(v), 4) for v in np.nan_to_num(mean)],
-        "std": [round(float(v), 4) for v in np.nan_to_num(std)],
-        count_key: {c.name: int(classes.get(c.index, 0)) for c in table.classes},
-        "other_pixels" if task == "segmentation" else "other_images": {
-            str(k): int(v) for k, v in sorted(classes.items()) if k not in known
-        },
-        **({"objects": _object_stats(objects)} if task in OBJECT_TASKS else {}),
-    }
-
-
-def _channel_moments(receipts: list[dict]) -> tuple[np.ndarray, np.ndarray]:
-    """Per-band mean and variance: from exact histograms (8-bit images), or from counts, sums
-    and sums of squares (16-bit and float images)."""
-    moments = [
-        np.asarray(r["channel_moments"], np.float64) for r in receipts if "channel_moments" in r
-    ]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        if moments:
-            count, total, squares = np.sum(moments, axis=0).T
-            mean = total / count
-            return mean, squares / count - mean**2
-        hists = [np.asarray(r["channel_hist"], np.float64) for r in receipts]
-        hists = [h for h in hists if h.any()]  # a shard of rejected records counted nothing
-        hist = np.sum(hists, axis=0) if hists else np.zeros((3, 256))
-        values = np.arange(256, dtype=np.float64)
-        total = hist.sum(axis=1)
-        mean = (hist * values).sum(axis=1) / total
-        return mean, (hist * values**2).sum(axis=1) / total - mean**2
-
-
-def _object_stats(counts: Counter) -> dict:
-    """Objects per image (image count by object count), COCO's area ranges, dropped by why."""
-    per_image = {
-        int(k.rpartition("_")[2]): v for k, v in counts.items() if k.startswith("images_with_")
-    }
-    return {
-        "images_by_count": {str(k): v for k, v in sorted(per_image.items())},
-        "sizes": {k: counts.get(k, 0) for k in ("small", "medium", "large")},
-        "dropped": {
-            k.removeprefix("dropped: "): v
-            for k, v in sorted(counts.items())
-            if k.startswith("dropped: ")
-        },
-    }
+def _stats(fields: tuple[Field, ...], table: ClassTable, receipts: list[dict]) -> dict:
+    """Each field's kind's entries from the receipts' counts: per-channel mean/std (images),
+    class pixel, image or object counts, object statistics (boxes)."""
+    stats: dict = {}
+    for f in fields:
+        stats.update(kind_of(f).stats_entries(receipts, table))
+    return stats
 
 
 def write(out: Path, manifest: dict) -> Path:

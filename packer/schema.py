@@ -36,24 +36,6 @@ class Field:
         if not self.kind:
             object.__setattr__(self, "kind", PRESET_KINDS.get((self.name, self.ragged), "array"))
 
-    def __getstate__(self) -> dict:
-        """Pickled with its kind when that is not built in, so that a worker process started
-        by spawn knows a kind the parent registered."""
-        from . import fields
-
-        state = {k: v for k, v in self.__dict__.items() if k in FIELD_NAMES}
-        if self.kind not in fields.BUILTIN:
-            state["kind_object"] = fields.get(self.kind)
-        return state
-
-    def __setstate__(self, state: dict) -> None:
-        from . import fields
-
-        kind = state.pop("kind_object", None)
-        if kind is not None:
-            fields.register(kind)
-        self.__dict__.update(state)
-
     @cached_property
     def nbytes(self) -> int:
         """Bytes of one record (a ragged field: of one object's row) as stored (cached:
@@ -136,7 +118,6 @@ PRESET_KINDS = {
     ("difficult", True): "flag",
     ("masks", True): "object_mask",
 }
-FIELD_NAMES = ("name", "shape", "dtype", "ragged", "packing", "kind")
 
 
 def fixed(fields: tuple[Field, ...]) -> tuple[Field, ...]:

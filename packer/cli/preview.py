@@ -1,9 +1,11 @@
 """`packer preview DIR --out grid.png`: a picture of packed samples, to check a pack by eye.
 DIR may be a saved mixture (`Mixture.save`, a .json): its first draws, captioned by pack.
 
-Segmentation masks are drawn over their images in the class colours (the ignore index stays
-clear) with a legend of the classes shown; classification samples carry their class name;
-detection and instances samples their boxes with class names and mask outlines.
+Each field's kind draws it over its sample's image (`FieldKind.draw`): segmentation masks in
+the class colours (the ignore index stays clear) with a legend of the classes shown; a class
+name under classification samples; boxes with class names and per-object mask outlines; points
+as small crosses in their objects' class colours. Other fields (extra pixel planes, flags,
+numbers) are not drawn.
 """
 
 from __future__ import annotations
@@ -19,15 +21,16 @@ from PIL import Image, ImageDraw, ImageFont
 
 from .. import storage
 from ..errors import PackError, StorageError
+from ..fields import kind_of
 from ..labels import preview_colors
 from ..reading.dataset import PackedDataset, Split
 from ..reading.mixture import Mixture, is_mixture_file
-from .preview_objects import draw_objects
+from ..schema import Field
+from .preview_objects import Tile
 
 TILE_WIDTH = 240
 CAPTION = 16
 MARGIN = 6
-ALPHA = 0.5
 
 
 def class_colors(dataset: PackedDataset) -> np.ndarray:
@@ -52,14 +55,6 @@ def displayable(images: np.ndarray) -> np.ndarray:
     if bands == 3:
         return images
     return np.repeat(images[..., :1], 3, axis=-1) if bands < 3 else images[..., :3].copy()
-
-
-def overlay(image: np.ndarray, mask: np.ndarray, colors: np.ndarray) -> np.ndarray:
-    """Blend class colours over the image where the mask holds a class id."""
-    known = mask < len(colors)
-    out = image.astype(np.float32)
-    out[known] = (1 - ALPHA) * out[known] + ALPHA * colors[mask[known]]
-    return out.astype(np.uint8)
 
 
 @dataclass(frozen=True)
@@ -104,28 +99,27 @@ def render(
         dataset = PackedDataset(path)
         chosen, batch, targets = samples(choose(dataset, split), count, seed)
         captions = [f"#{index}" for index in chosen]
-    batch = {**batch, "images": displayable(batch["images"])}
+    image = _input(dataset.fields)
+    pictures = displayable(batch[image.name])
     colors = class_colors(dataset)
-    height, width = dataset.image_shape[:2]
+    height, width = pictures.shape[1:3]
     tile = (TILE_WIDTH, max(1, round(TILE_WIDTH * height / width)))
     columns = math.ceil(math.sqrt(len(captions)))
     rows = math.ceil(len(captions) / columns)
     font = ImageFont.load_default()
-    tiles = []
+    drawn = sorted(
+        (f for f in dataset.fields if f is not image), key=lambda f: kind_of(f).draw_layer
+    )
+    tiles, shown = [], set()
     for k, caption in enumerate(captions):
-        if targets:
-            picture = draw_objects(
-                batch["images"][k], targets[k], tile, colors, dataset.class_names, font
-            )
-            tiles.append((picture, f"{caption} {len(targets[k]['labels'])} objects"))
-            continue
-        if "masks" in batch:
-            pixels = overlay(batch["images"][k], batch["masks"][k], colors)
-        else:
-            pixels = batch["images"][k]
-            caption = f"{caption} {dataset.class_names[int(batch['labels'][k])]}"
-        tiles.append((Image.fromarray(pixels).resize(tile, Image.Resampling.BILINEAR), caption))
-    shown = _classes_shown(batch, len(colors), targets)
+        sample = Tile(pictures[k], tile, colors, dataset.class_names, font, caption)
+        values = _values(drawn, batch, targets, k)
+        _know_classes(sample, values)
+        for field, value in values:
+            kind_of(field).draw(sample, value)
+        tiles.append((sample.picture(), sample.caption))
+        shown |= sample.shown
+    shown = sorted(shown)
     legend_rows = math.ceil(len(shown) / columns) if shown else 0
     cell = (tile[0] + MARGIN, tile[1] + CAPTION + MARGIN)
     canvas = Image.new(
@@ -161,14 +155,33 @@ def _mixture_draws(mixture: Mixture, split: str, count: int, seed: int):
     return part.dataset, captions, part.reader.read(ids)
 
 
-def _classes_shown(batch: dict[str, np.ndarray], num_classes: int, targets: list) -> list[int]:
-    """Class ids present in the masks or objects shown (not for classification)."""
-    if targets:
-        return sorted({int(c) for t in targets for c in t["labels"]})
-    if "masks" not in batch:
-        return []
-    present = np.flatnonzero(np.bincount(batch["masks"].ravel(), minlength=num_classes))
-    return [int(c) for c in present if c < num_classes]
+def _input(fields: tuple[Field, ...]) -> Field:
+    """The pack's input field: its first of kind image."""
+    return next(f for f in fields if f.kind == "image")
+
+
+def _values(fields: list[Field], batch: dict, targets: list, k: int) -> list[tuple[Field, object]]:
+    """Sample `k`'s value of each field read (fixed fields from the batch, ragged ones from
+    its objects)."""
+    values = []
+    for f in fields:
+        if f.ragged and targets:
+            values.append((f, targets[k][f.name]))
+        elif not f.ragged and f.name in batch:
+            values.append((f, batch[f.name][k]))
+    return values
+
+
+def _know_classes(tile: Tile, values: list[tuple[Field, object]]) -> None:
+    """The sample's class and its objects' classes (fields whose kinds hold class ids), the
+    colours its other fields are drawn in."""
+    for field, value in values:
+        if not kind_of(field).class_ids:
+            continue
+        if field.ragged:
+            tile.object_classes = np.asarray(value)
+        elif np.ndim(value) == 0:
+            tile.sample_class = int(value)
 
 
 def _legend(draw, shown, names, colors, top: int, column: int, per_row: int, font) -> None:

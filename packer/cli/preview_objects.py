@@ -1,5 +1,6 @@
-"""`packer preview` of a detection or instances pack: each object's box in its class colour
-with its class name, and each per-object mask's outline."""
+"""The tile each sample of `packer preview` is drawn on: its image's pixels, which each field's
+kind draws over (`FieldKind.draw`), at the pack's size (a mask's colours) or at the tile's
+(boxes, outlines, points), with the class colours and names the kinds draw in."""
 
 from __future__ import annotations
 
@@ -7,35 +8,79 @@ import cv2
 import numpy as np
 from PIL import Image, ImageDraw
 
-
-def draw_objects(
-    image: np.ndarray,
-    target: dict[str, np.ndarray],
-    tile: tuple[int, int],
-    colors: np.ndarray,
-    names: list[str],
-    font,
-) -> Image.Image:
-    """The image resized to `tile` (W, H) with its objects drawn over it."""
-    height, width = image.shape[:2]
-    sx, sy = tile[0] / width, tile[1] / height
-    picture = np.ascontiguousarray(cv2.resize(image, tile, interpolation=cv2.INTER_LINEAR))
-    for plane, label in zip(target.get("masks", ()), target["labels"], strict=False):
-        big = cv2.resize(plane, tile, interpolation=cv2.INTER_NEAREST)
-        contours, _ = cv2.findContours(big, cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
-        cv2.drawContours(picture, contours, -1, _color(colors, label), 1)
-    out = Image.fromarray(picture)
-    draw = ImageDraw.Draw(out)
-    for (x1, y1, x2, y2), label in zip(target["boxes"], target["labels"], strict=True):
-        color = _color(colors, label)
-        box = (x1 * sx, y1 * sy, max(x1 * sx, x2 * sx - 1), max(y1 * sy, y2 * sy - 1))
-        draw.rectangle(box, outline=color, width=2)
-        text = names[int(label)] if 0 <= int(label) < len(names) else str(int(label))
-        left, top = box[0], max(0, box[1] - 11)
-        draw.rectangle(draw.textbbox((left, top), text, font=font), fill=color)
-        draw.text((left, top), text, fill="black" if sum(color) > 382 else "white", font=font)
-    return out
+NO_CLASS = (255, 255, 0)  # points and boxes of samples without class ids: yellow
 
 
-def _color(colors: np.ndarray, label) -> tuple[int, int, int]:
-    return tuple(int(v) for v in colors[int(label) % len(colors)])
+class Tile:
+    """One sample's picture: `pixels` (8-bit RGB at the pack's size) until a kind draws at the
+    tile's `size` (W, H), then the OpenCV-resized pixels; a kind adds to `caption` and to the
+    classes `shown` in the legend. A tile nothing draws at its size is resized by PIL."""
+
+    def __init__(
+        self,
+        pixels: np.ndarray,
+        size: tuple[int, int],
+        colors: np.ndarray,
+        names: list[str],
+        font,
+        caption: str,
+    ) -> None:
+        self.pixels = pixels
+        self.size = size
+        self.colors = colors
+        self.names = names
+        self.font = font
+        self.caption = caption
+        self.shown: set[int] = set()
+        self.object_classes: np.ndarray | None = None  # per object, from a ragged class id field
+        self.sample_class: int | None = None  # from a fixed class id field
+        self._tile: np.ndarray | Image.Image | None = None
+        self._draw: ImageDraw.ImageDraw | None = None
+
+    @property
+    def scale(self) -> tuple[float, float]:
+        """Tile pixels per pack pixel, (x, y)."""
+        height, width = self.pixels.shape[:2]
+        return self.size[0] / width, self.size[1] / height
+
+    def array(self) -> np.ndarray:
+        """The tile as an array OpenCV draws on in place."""
+        if self._tile is None:
+            resized = cv2.resize(self.pixels, self.size, interpolation=cv2.INTER_LINEAR)
+            self._tile = np.ascontiguousarray(resized)
+        elif isinstance(self._tile, Image.Image):
+            self._tile, self._draw = np.array(self._tile), None
+        return self._tile
+
+    def draw(self) -> ImageDraw.ImageDraw:
+        """A PIL drawing over the tile."""
+        if self._draw is None:
+            self._tile = Image.fromarray(self.array())
+            self._draw = ImageDraw.Draw(self._tile)
+        return self._draw
+
+    def picture(self) -> Image.Image:
+        """The finished tile."""
+        if self._tile is None:
+            return Image.fromarray(self.pixels).resize(self.size, Image.Resampling.BILINEAR)
+        return self._tile if isinstance(self._tile, Image.Image) else Image.fromarray(self._tile)
+
+    def color(self, class_id: int) -> tuple[int, int, int]:
+        """The display colour of a class id (yellow for a pack without classes)."""
+        if not len(self.colors):
+            return NO_CLASS
+        return tuple(int(v) for v in self.colors[int(class_id) % len(self.colors)])
+
+    def object_class(self, k: int) -> int | None:
+        """The class id of the sample's object `k`, None when the pack has no object classes."""
+        known = self.object_classes
+        return int(known[k]) if known is not None and k < len(known) else None
+
+    def object_color(self, k: int) -> tuple[int, int, int]:
+        """The colour of object `k`'s class (the sample's, without object classes)."""
+        label = self.object_class(k)
+        return self.sample_color() if label is None else self.color(label)
+
+    def sample_color(self) -> tuple[int, int, int]:
+        """The colour of the sample's class (yellow without one)."""
+        return NO_CLASS if self.sample_class is None else self.color(self.sample_class)

@@ -6,6 +6,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
+from ..fields import kind_of
 from ..packing.plan import PackPlan
 from ..packing.preflight import DECODE_ONLY
 from ..reading.dataset import PackedDataset
@@ -212,11 +213,7 @@ def _shard_files(shard: dict) -> dict:
 
 def info(dataset: PackedDataset) -> str:
     data = dataset.manifest
-    fields = ", ".join(
-        f"{f.name} {['N', *f.shape] if f.ragged else list(f.shape)} {f.dtype}".replace("'", "")
-        + (" (bits)" if f.packing else "")
-        for f in dataset.fields
-    )
+    fields = ", ".join(kind_of(f).info(f) for f in dataset.fields)
     lines = [
         f"{dataset.root}: {data['format']} pack, {data['task']}",
         f"fields:   {fields}",
@@ -232,10 +229,9 @@ def info(dataset: PackedDataset) -> str:
     lines += object_lines(data)
     lines += _mapping_lines(data)
     stats = data["stats"]
-    lines.append(
-        "mean/std: "
-        + " ".join(f"{m:.1f}/{s:.1f}" for m, s in zip(stats["mean"], stats["std"], strict=True))
-    )
+    if "mean" in stats:
+        pairs = zip(stats["mean"], stats["std"], strict=True)
+        lines.append("mean/std: " + " ".join(f"{m:.1f}/{s:.1f}" for m, s in pairs))
     opts = data["options"]
     own = ", ".join(f"{k} {opts[k]}" for k in dataset.format_options)
     lines.append(
@@ -283,14 +279,15 @@ def _mapping_lines(data: dict) -> list[str]:
 
 
 def _class_lines(data: dict) -> list[str]:
-    """Classes with their share of the pixels (or images), and the ignore index's share."""
+    """Classes with their share of the pixels (or images, or objects), and the ignore index's
+    share of the pixels."""
     stats = data["stats"]
-    segmentation = data["task"] == "segmentation"
+    pixels = "class_pixels" in stats
     counts = stats.get("class_pixels") or stats.get("class_images") or {}
     counts = counts or stats.get("class_objects") or {}
     other = stats.get("other_pixels") or stats.get("other_images") or {}
     total = (sum(counts.values()) + sum(other.values())) or 1
-    unit = "pixels" if segmentation else "objects" if "class_objects" in stats else "images"
+    unit = "pixels" if pixels else "objects" if "class_objects" in stats else "images"
     classes = data["classes"]
     lines = [f"classes:  {len(classes)} (from {data['class_source']}; share of {unit})"]
     for c in classes[:_CLASSES_SHOWN]:
@@ -301,7 +298,7 @@ def _class_lines(data: dict) -> list[str]:
         )
     if len(classes) > _CLASSES_SHOWN:
         lines.append(f"  ... and {len(classes) - _CLASSES_SHOWN} more (info --json lists them all)")
-    if segmentation:
+    if pixels:
         ignored = other.get(str(data["ignore_index"]), 0)
         lines.append(
             f"  ignore index {data['ignore_index']}: {100 * ignored / total:.2f}% of pixels"

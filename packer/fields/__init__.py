@@ -6,8 +6,9 @@ a test) joins with `register(kind)`. `kind_of(field)` is what every stage asks.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import copyreg
 
+from ..schema import Field
 from .boxes import Boxes
 from .class_id import ClassId
 from .flag import Flag
@@ -16,9 +17,6 @@ from .kind import GEOMETRIES, FieldKind
 from .mask import Mask
 from .object_class import ObjectClass
 from .object_mask import ObjectMask
-
-if TYPE_CHECKING:
-    from ..schema import Field
 
 BUILTIN: dict[str, type[FieldKind]] = {
     k.name: k for k in (FieldKind, Image, Mask, ClassId, Boxes, ObjectClass, Flag, ObjectMask)
@@ -51,6 +49,23 @@ def get(name: str) -> FieldKind:
 def kind_of(field: Field) -> FieldKind:
     """The kind of `field`."""
     return get(field.kind)
+
+
+def _reduce_field(field: Field) -> tuple:
+    """Pickle a field with its kind when that is not built in, so that a worker process
+    started by spawn knows a kind the parent registered."""
+    args = (field.name, field.shape, field.dtype, field.ragged, field.packing, field.kind)
+    if field.kind in BUILTIN:
+        return Field, args
+    return _field_with_kind, (args, get(field.kind))
+
+
+def _field_with_kind(args: tuple, kind: FieldKind) -> Field:
+    register(kind)
+    return Field(*args)
+
+
+copyreg.pickle(Field, _reduce_field)
 
 
 __all__ = ["BUILTIN", "GEOMETRIES", "FieldKind", "get", "kind_of", "register"]

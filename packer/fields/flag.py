@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from .counting import shape_text
 from .kind import FieldKind
+
+if TYPE_CHECKING:
+    from ..schema import Field
 
 
 class Flag(FieldKind):
@@ -21,3 +27,6 @@ class Flag(FieldKind):
     # --- augmentation
 
     # --- statistics, info and preview
+    def info(self, field: Field) -> str:
+        """Its name, shape and dtype (a built-in kind's field needs no more words)."""
+        return shape_text(field)

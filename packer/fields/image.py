@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, ClassVar
+
+import numpy as np
+
+from .counting import channel_moments, histogram, shape_text
 from .kind import FieldKind
+
+if TYPE_CHECKING:
+    from ..labels import ClassTable
+    from ..schema import Field
 
 
 class Image(FieldKind):
@@ -16,7 +25,39 @@ class Image(FieldKind):
     # --- storage: TFRecord and RecordIO
 
     # --- reading: batches, targets, the workers' hand-off
+    input = True  # the readers' input
 
     # --- augmentation
 
     # --- statistics, info and preview
+    # Channel statistics sample about 32 rows per image, the middle row of each band of H // 32
+    # rows (every row of images under 64 rows): on CamVid within 0.05 grey levels of every
+    # pixel's mean/std. Rows 0, 8, 16, ... would miss the bottom band, 1.3 levels off there.
+    stats_rows: ClassVar[int] = 32
+
+    def count_channels(self, value: np.ndarray) -> tuple[str, np.ndarray]:
+        """Sampled rows: exact histograms per band of 8-bit pictures (OpenCV's); count, sum
+        and sum of squares per band (float64) of 16-bit and float ones."""
+        step = max(1, len(value) // self.stats_rows)
+        rows = value[step // 2 :: step]
+        bands = rows.shape[2]
+        if rows.dtype == np.uint8:
+            return "channel_hist", np.stack([histogram(rows, c, 256) for c in range(bands)])
+        values = rows.reshape(-1, bands).astype(np.float64)
+        count = np.full(bands, len(values), np.float64)
+        return "channel_moments", np.stack(
+            [count, values.sum(axis=0), np.square(values).sum(axis=0)], axis=1
+        )
+
+    def stats_entries(self, receipts: list[dict], table: ClassTable) -> dict:
+        """Per-band mean and standard deviation (what `normalize="dataset"` uses)."""
+        mean, var = channel_moments(receipts)
+        std = np.sqrt(np.maximum(var, 0.0))
+        return {
+            "mean": [round(float(v), 4) for v in np.nan_to_num(mean)],
+            "std": [round(float(v), 4) for v in np.nan_to_num(std)],
+        }
+
+    def info(self, field: Field) -> str:
+        """Its name, shape and dtype (a built-in kind's field needs no more words)."""
+        return shape_text(field)

@@ -11,11 +11,15 @@ subclass that says only what differs, registered with `packer.fields.register`.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import TYPE_CHECKING, ClassVar
 
-if TYPE_CHECKING:
-    import numpy as np
+import numpy as np
 
+from .counting import class_counts, shape_text
+
+if TYPE_CHECKING:
+    from ..labels import ClassTable
     from ..schema import Field
     from .placing import Frame
 
@@ -73,7 +77,66 @@ class FieldKind:
     # --- storage: TFRecord and RecordIO
 
     # --- reading: batches, targets, the workers' hand-off
+    # The readers' input is the first fixed field whose kind has `input` (the image); every
+    # other field is a target (see reading.transforms.Targets). Which targets `one_hot`
+    # expands and the padded readers yield is said above (`class_ids`, `padded`).
+    input: ClassVar[bool] = False
 
     # --- augmentation
 
     # --- statistics, info and preview
+    # Packing counts each sample's value into its shard's receipt (`packing.stats`): channel
+    # histograms or moments, counts per class id, object counts; the manifest turns the
+    # receipts into its `stats` (`stats_entries`); `packer info` describes the field (`info`)
+    # and `packer preview` draws it on each sample's tile (`draw`, lowest `draw_layer` first).
+    # The base kind counts nothing, says name, kind, shape, dtype and raggedness, and draws
+    # only points (small crosses in the objects' class colours).
+    # The manifest's keys for the class counts this kind makes and for the ids outside the
+    # class table ("class_pixels", "other_pixels"); empty: it counts no classes.
+    class_stats: ClassVar[tuple[str, ...]] = ()
+    draw_layer: ClassVar[int] = 3  # 0: over the pack's pixels; 1 and up: over the tile
+
+    def count_channels(self, value: np.ndarray) -> tuple[str, np.ndarray] | None:
+        """Per-band counts of one sample's value: ("channel_hist", `[bands, 256]` int64) or
+        ("channel_moments", `[bands, 3]` count, sum, sum of squares); None: none."""
+        return None
+
+    def count_classes(self, value: np.ndarray) -> np.ndarray | None:
+        """Counts by class id (the index) of one sample's value; None: it counts none."""
+        return None
+
+    def count_objects(self, value: np.ndarray) -> Counter | None:
+        """Object counts of one sample's rows (objects per image, sizes); None: none."""
+        return None
+
+    def stats_entries(self, receipts: list[dict], table: ClassTable) -> dict:
+        """The manifest's `stats` entries from the receipts' counts: the base kind's, its class
+        counts by class name and the counts of ids outside the table (when it counts any)."""
+        if not self.class_stats:
+            return {}
+        counted, other = self.class_stats
+        classes = class_counts(receipts)
+        known = {c.index for c in table.classes}
+        return {
+            counted: {c.name: int(classes.get(c.index, 0)) for c in table.classes},
+            other: {str(k): int(v) for k, v in sorted(classes.items()) if k not in known},
+        }
+
+    def info(self, field: Field) -> str:
+        """The field in `packer info`'s `fields:` line: name, shape, dtype, kind, raggedness."""
+        return f"{shape_text(field)} ({self.name}, {'ragged' if field.ragged else 'fixed'})"
+
+    def draw(self, tile, value: np.ndarray) -> None:
+        """Draw one sample's value on its preview tile (`cli.preview_objects.Tile`): the base
+        kind draws points (x, y first in each row) as small crosses, in their objects' class
+        colours; other values are not drawn."""
+        points = np.asarray(value, np.float64)
+        if self.geometry != "points" or points.ndim == 0 or points.shape[-1] < 2:
+            return
+        draw = tile.draw()
+        sx, sy = tile.scale
+        for k, (x, y) in enumerate(points.reshape(-1, points.shape[-1])[:, :2]):
+            color = tile.object_color(k) if self.ragged else tile.sample_color()
+            cx, cy = x * sx, y * sy
+            draw.line((cx - 3, cy, cx + 3, cy), fill=color)
+            draw.line((cx, cy - 3, cx, cy + 3), fill=color)

@@ -31,6 +31,7 @@ from ..imaging.kinds import AUTO, Conversion
 from ..labels import ClassTable, LabelMapper
 from ..schema import Field
 from ..sources import MaskRecipe, ObjectsRecipe, Sample, mask_key
+from ..sources.hf_cells import read_with_stat as read_file_or_cell
 from ..sources.model import sample_files
 from ..sources.objects import TASKS
 from . import prefetch, stats
@@ -100,7 +101,7 @@ class Converter:
         read = prefetch.Fetcher(  # sources at a URL: the next files requested ahead
             config.root,
             [p for s in task.samples for p in sample_files(s)],
-            storage.read_with_stat,
+            read_file_or_cell,  # files, and images inside Parquet/Arrow files (hf_cells)
         )
         try:
             for sample in task.samples:
@@ -126,10 +127,8 @@ class Converter:
                     result.annotations[sample.image] = sample.mask.digest
                 elif sample.values is not None:
                     result.values[sample.image] = sample.values.digest
-                if sample.values is None:
-                    result.stats.add(record, backend)
-                else:
-                    _count(result.stats, record, config.fields, backend)
+                fields = None if sample.values is None else config.fields  # presets': by name
+                result.stats.add(record, backend, fields)
         finally:
             read.close()
             writer.close()
@@ -285,24 +284,6 @@ class Converter:
             raise ImageError(f"cannot read file: {exc.strerror or exc}") from exc
         states[rel] = [size, mtime_ns, hashlib.sha256(data).hexdigest()]
         return data
-
-
-def _count(stats, record: dict[str, np.ndarray], fields: tuple[Field, ...], backend: str) -> None:
-    """A Python sample's record into the chunk's statistics, by the names they count today
-    (the input image as "images"; its objects' boxes and classes, its class id or its mask
-    as "boxes" and "labels", "labels" or "masks"); a record with none of them counts its
-    backend only."""
-    by_kind = {(f.kind, f.ragged): record[f.name] for f in reversed(fields)}
-    image = by_kind[("image", False)]
-    if ("boxes", True) in by_kind and ("object_class", True) in by_kind:
-        objects = {"boxes": by_kind[("boxes", True)], "labels": by_kind[("object_class", True)]}
-        stats.add({"images": image, **objects}, backend)
-    elif ("class", False) in by_kind:
-        stats.add({"images": image, "labels": by_kind[("class", False)]}, backend)
-    elif ("mask", False) in by_kind:
-        stats.add({"images": image, "masks": by_kind[("mask", False)]}, backend)
-    else:
-        stats.backends[backend] += 1
 
 
 def _dropped(problem: str, recipe) -> dict:

@@ -21,6 +21,7 @@ from ..errors import SplitNotFoundError
 from ..schema import Field
 from ..storage.cache import ShardCache
 from .batches import BatchReader
+from .transforms import Targets, input_field
 
 WEIGHT_METHODS = ("inverse", "median_frequency")
 
@@ -50,7 +51,8 @@ class ManifestView:
 
     @property
     def image_shape(self) -> tuple[int, int, int]:
-        return self.field("images").shape  # type: ignore[return-value]
+        """The input images' shape (the first field of kind "image")."""
+        return input_field(self.fields).shape  # type: ignore[return-value]
 
     def field(self, name: str) -> Field:
         return next(f for f in self.fields if f.name == name)
@@ -175,9 +177,10 @@ class Split:
         )
 
     def __getitem__(self, index: int) -> tuple[np.ndarray, np.ndarray | int | dict]:
-        """Sample `index` (negative counts from the end) as (image, target): target is the
-        class id (classification), the mask of class ids (segmentation), or for detection
-        and instances a dict: "boxes" float32 `[N,4]` x1,y1,x2,y2 in the image's pixels,
+        """Sample `index` (negative counts from the end) as (image, target), as the readers
+        give a sample (`reading.transforms.Targets`): the one fixed target's value (a class id
+        as an int, a mask of class ids), else a dict of every target field's value: for
+        detection and instances "boxes" float32 `[N,4]` x1,y1,x2,y2 in the image's pixels,
         "labels" `[N]`, "iscrowd" and "difficult" uint8 `[N]`, "masks" uint8 `[N,H,W]`
         (instances)."""
         if not isinstance(index, int | np.integer):
@@ -186,22 +189,20 @@ class Split:
             index += self.count
         if not 0 <= index < self.count:
             raise IndexError(f"sample {index} out of range for split {self.name!r} ({self.count})")
+        targets = Targets.of(self.dataset.fields)
         if self.random_access:
-            batch = self.reader.read(np.asarray([index]))
-            if self.reader.has_objects:
-                return np.array(batch["images"][0]), self.reader.objects(np.asarray([index]))[0]
+            record = {k: v[0] for k, v in self.reader.read(np.asarray([index])).items()}
+            if targets.ragged:
+                record |= self.reader.objects(np.asarray([index]))[0]
         else:  # read its shard from the start
             shard, local = self.locate(index)
             records = self._stream(self.shards[shard])
             record = next(r for i, r in enumerate(records) if i == local)
-            if any(f.ragged for f in self.dataset.fields):
-                image = np.array(record.pop("images"))
-                return image, record
-            batch = {k: v[None] for k, v in record.items()}
-        image = np.array(batch["images"][0])
-        if "masks" in batch:
-            return image, np.array(batch["masks"][0])
-        return image, int(batch["labels"][0])
+        image = np.array(record[targets.input])
+        if targets.single is not None:
+            value = np.array(record[targets.single])
+            return image, int(value) if value.ndim == 0 and value.dtype.kind in "iu" else value
+        return image, {k: np.array(record[k]) for k in targets.fixed + targets.ragged}
 
     @property
     def random_access(self) -> bool:
@@ -218,7 +219,7 @@ class Split:
         if self.random_access:
             for start in range(0, stop, 64):
                 batch = self.reader.read(np.arange(start, min(stop, start + 64)))
-                for k in range(len(batch["images"])):
+                for k in range(len(next(iter(batch.values())))):
                     yield {name: array[k] for name, array in batch.items()}
             return
         done = 0

@@ -18,17 +18,16 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import ManifestError
-from ..manifest import OBJECT_TASKS
-from ..schema import ragged as ragged_fields
+from ..fields import kind_of
 from ..schema import record_bytes
 from .dataset import PackedDataset, Split
 from .mixture import Mixture, open_split
 from .mixture_read import MixedSplit
-from .objects import PADDED, Padder
+from .objects import Padder
 from .options import BATCH_SIZE, SPLIT, LoaderOptions, batch_size_of, takes
 from .position import Pass, agreed
 from .sampler import Sampler, larger_than_ram, window_length
-from .transforms import BatchTransform
+from .transforms import BatchTransform, input_field
 
 if TYPE_CHECKING:
     from ..augment import Augment, AugmentParams
@@ -119,15 +118,11 @@ class Loader:
             uneven=o.uneven,
             plan=plan,
         )
-        self.objects = dataset.task in OBJECT_TASKS
-        if self.objects and o.one_hot:
-            raise ValueError(
-                f"one_hot=True does not apply to the objects of this {dataset.task} pack: its "
-                "targets are boxes, labels and per-object masks (read them without it)"
-            )
-        padded = [f for f in ragged_fields(dataset.fields) if f.name in PADDED]
-        self.padder = Padder(o.max_boxes, padded)
         self.transform = BatchTransform(dataset.manifest, o.normalize, o.one_hot)
+        self.targets = self.transform.targets
+        self.objects = bool(self.targets.ragged)  # rows per object: per-sample or padded
+        padded = [f for f in dataset.fields if f.ragged and kind_of(f).padded]
+        self.padder = Padder(o.max_boxes, padded)
         self._prefetched: set[tuple[Pass, int]] = set()
 
     @property
@@ -211,11 +206,12 @@ class Loader:
 
     def batch(self, index: int, epoch: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """`(images, targets)` of batch `index`, augmented, normalised and one-hot as asked;
-        a detection pack's targets are a list of per-sample dicts (rows in ascending sample
-        index, as the images)."""
+        a pack with ragged fields (detection) gives a list of per-sample dicts of every
+        ragged field's rows and each fixed target's value (rows in ascending sample index, as
+        the images)."""
         if self.objects:
-            images, fields, counts = self.objects_batch(index, epoch)
-            return images, per_sample(fields, counts)
+            images, fixed, fields, counts = self.sample_batch(index, epoch)
+            return images, per_sample(fields, counts, fixed)
         arrays = self.read(index, epoch)
         if self.augment is not None:
             arrays = self._augmented(arrays, index, epoch)
@@ -235,20 +231,34 @@ class Loader:
         raw: bool = False,
         names: Collection[str] | None = None,
     ) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
-        """A detection pack's batch `index` at once: images (augmented and normalised as
-        asked, or as stored with `raw`), one array per object field (every object, sample
-        after sample) and each sample's object count, in ascending sample index. Augmentation
-        moves the boxes and per-object masks with the images and drops the objects it pushes
-        out. Only the ragged fields in `names` are read, when given."""
+        """`sample_batch` without the fixed targets: images, the ragged fields, counts."""
+        images, _, fields, counts = self.sample_batch(index, epoch, raw, names)
+        return images, fields, counts
+
+    def sample_batch(
+        self,
+        index: int,
+        epoch: int | None = None,
+        raw: bool = False,
+        names: Collection[str] | None = None,
+    ) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, np.ndarray], np.ndarray]:
+        """A ragged pack's batch `index` at once: images (augmented and normalised as asked,
+        or as stored with `raw`), the fixed targets `[B, ...]` (one-hot as asked unless
+        `raw`), one array per ragged field (every object, sample after sample) and each
+        sample's object count, in ascending sample index. Augmentation moves the boxes and
+        per-object masks with the images and drops the objects it pushes out. Only the ragged
+        fields in `names` are read, when given."""
         p = self.pass_of(epoch)
         indices = np.sort(self.sampler.batch(p, index))
         if self.sampler.shuffle == "windows":
             self._prefetch_windows(p, index)
         reader = self.split.reader
-        images = reader.read(indices)["images"]
+        arrays = reader.read(indices)
+        images = arrays[self.targets.input]
+        fixed = {name: arrays[name] for name in self.targets.fixed}
         fields, counts = reader.ragged(indices, names)
         if raw:
-            return images, fields, counts
+            return images, fixed, fields, counts
         if self.augment is not None:
             from ..augment import numpy_exec
 
@@ -257,20 +267,22 @@ class Loader:
                 images, None, params, targets=per_sample(fields, counts)
             )
             fields, counts = ragged(moved, fields)
-        return self.transform.normalizer(images), fields, counts
+        return self.transform.normalizer(images), self.transform.expand(fixed), fields, counts
 
     def padded_batch(self, index: int, epoch: int | None = None) -> tuple[np.ndarray, dict]:
-        """`(images, {"boxes": [B,max_boxes,4], "labels": [B,max_boxes]})` padded with -1: the
-        padder's fields, the only ones read."""
-        images, fields, counts = self.objects_batch(index, epoch, names=self.padder.names)
-        return images, self.padder(fields, counts)
+        """`(images, targets)`: the fixed targets `[B, ...]` and the padder's fields (the only
+        ragged ones read) `[B, max_boxes, *row]` padded with -1; a detection pack's are
+        `{"boxes": [B,max_boxes,4], "labels": [B,max_boxes]}`."""
+        images, fixed, fields, counts = self.sample_batch(index, epoch, names=self.padder.names)
+        targets = fixed | self.padder(fields, counts)
+        return images, {name: targets[name] for name in self.targets.names}
 
     def draw(self, index: int, epoch: int | None = None) -> AugmentParams:
         """The augmentation parameters of batch `index`, rows in ascending sample index (the
         order `read` gives): keyed by (seed, epoch, sample), whatever batch the sample is in."""
         p = self.pass_of(epoch)
         indices = np.sort(self.sampler.batch(p, index))
-        return self.augment.draw(p.epoch, indices, self.dataset.field("images").shape[:2])
+        return self.augment.draw(p.epoch, indices, self.dataset.field(self.targets.input).shape[:2])
 
     def _augmented(self, arrays: dict, index: int, epoch: int | None) -> dict[str, np.ndarray]:
         """Images and masks warped by the draw of their samples (rows in ascending index)."""
@@ -294,10 +306,14 @@ class Loader:
                 reader.prefetch(start, stop)
 
 
-def per_sample(fields: dict[str, np.ndarray], counts: np.ndarray) -> list[dict[str, np.ndarray]]:
-    """Ragged object fields (every object, sample after sample) as one dict per sample."""
+def per_sample(
+    fields: dict[str, np.ndarray], counts: np.ndarray, fixed: dict[str, np.ndarray] | None = None
+) -> list[dict[str, np.ndarray]]:
+    """Ragged object fields (every object, sample after sample) as one dict per sample, with
+    each sample's value of the `fixed` fields (`[B, ...]` each) beside its rows."""
     cuts = np.cumsum(counts)[:-1]
     split = {name: np.split(values, cuts) for name, values in fields.items()}
+    split |= {name: list(values) for name, values in (fixed or {}).items()}
     return [dict(zip(split, row, strict=True)) for row in zip(*split.values(), strict=True)]
 
 
@@ -319,9 +335,11 @@ def ragged(
 def check_augment_fits(augment: Augment, dataset: PackedDataset, path: str) -> None:
     """Refuse now, not at the first batch, an augmentation whose crop exceeds the images, or
     whose fill or ignore index the pack's images and masks cannot hold."""
-    masks = next((f for f in dataset.fields if f.name == "masks" and not f.ragged), None)
+    masks = next(
+        (f for f in dataset.fields if not f.ragged and kind_of(f).geometry == "labels"), None
+    )
     try:
-        augment.check_dtypes(dataset.field("images").dtype, masks and masks.dtype)
+        augment.check_dtypes(input_field(dataset.fields).dtype, masks and masks.dtype)
     except ValueError as error:
         raise ValueError(f"{error} ({path} holds them)") from None
     height, width = dataset.image_shape[:2]

@@ -11,13 +11,16 @@ by name only when every pack has the same names (in another order); else they ar
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import MixtureError
+from ..fields import get, kind_of
+from ..fields.presets import fields_for
 from ..relabel import IGNORE, read_class_map
+from ..schema import PRESET_KINDS, Field
 
 ClassMap = Mapping[str, str | None] | str | os.PathLike
 
@@ -42,7 +45,9 @@ def class_map_of(value: ClassMap | None) -> dict[str, str | None] | None:
 
 
 def reconcile(task: str, packs: list[dict], labels: list[str], maps: list) -> Reconciled:
-    """Reconcile the class tables of `packs` (manifests) named `labels` through `maps`."""
+    """Reconcile the class tables of `packs` (manifests) named `labels` through `maps`;
+    `task` says where their class ids lie (`ids_in`): "segmentation", in planes of class ids
+    with an ignore index, or another preset's name, in values without one."""
     maps = [class_map_of(m) for m in maps]
     named = []
     for manifest, label, mapping in zip(packs, labels, maps, strict=True):
@@ -111,16 +116,40 @@ def _lookup(task: str, manifest: dict, names: list, index: dict, ignore: int | N
         return None
     if task != "segmentation":
         return ids.astype(np.int32)
-    dtype = np.dtype(next(f["dtype"] for f in manifest["fields"] if f["name"] == "masks"))
+    dtype = np.dtype(next(f["dtype"] for f in manifest["fields"] if _is_plane(f)))
     table = np.full(256 if dtype.itemsize == 1 else 65536, ignore, dtype)
     table[: len(ids)] = ids
     return table
 
 
+def _is_plane(entry: dict) -> bool:
+    """Whether a manifest's field entry is a fixed plane of class ids (the mask kind); its
+    kind inferred from name and raggedness where the manifest predates kinds."""
+    ragged = bool(entry.get("ragged", False))
+    kind = get(entry.get("kind") or PRESET_KINDS.get((entry["name"], ragged), "array"))
+    return not ragged and kind.class_ids and kind.geometry == "labels"
+
+
+def ids_in(pack_fields: Sequence[Field]) -> str:
+    """Where the class ids of a pack of `pack_fields` lie, as `reconcile` takes it, by their
+    kinds: "segmentation" when a fixed field of class ids is a plane (the mask kind, which has
+    the ignore index), else "classification"."""
+    planes = any(
+        not f.ragged and kind_of(f).class_ids and kind_of(f).geometry == "labels"
+        for f in pack_fields
+    )
+    return "segmentation" if planes else "classification"
+
+
+def class_id_fields(pack_fields: Sequence[Field]) -> tuple[str, ...]:
+    """The fields (fixed or ragged) whose kind says their values are class ids: what a
+    mixture's lookup relabels."""
+    return tuple(f.name for f in pack_fields if kind_of(f).class_ids)
+
+
 def target_names(task: str) -> tuple[str, ...]:
-    """The batch arrays that hold class ids: masks (segmentation), else labels (classification
-    ids, and a detection target's per-box `labels`)."""
-    return ("masks",) if task == "segmentation" else ("labels",)
+    """`class_id_fields` of preset `task`'s fields: masks (segmentation), else labels."""
+    return class_id_fields(fields_for(task, (1, 1), np.dtype(np.uint8)))
 
 
 def relabel(arrays: dict[str, np.ndarray], table: np.ndarray, names: tuple[str, ...]) -> None:

@@ -1,11 +1,12 @@
 """A mixture opened for reading: its packs' splits seen as one split whose sample indices are
 the plan's ids (see mixture_plan), so `Loader` and every adapter read it as they read a pack.
 
-The packs must agree on what a sample is (task, image size, fields) or are refused in one line;
-their classes are reconciled (mixture_classes). A batch's ids, sorted, fall into one run per pack
-in ascending sample order, shard by shard: each shard's run is read by its format's shard
-reader straight into its rows of the batch (no extra copy), as a pack's `BatchReader` reads
-its shards, then the pack's class ids are looked up where its table differs.
+The packs must agree on what a sample is (its fields: names, kinds, image size) or are refused
+in one line; their classes are reconciled (mixture_classes). A batch's ids, sorted, fall into
+one run per pack in ascending sample order, shard by shard: each shard's run is read by its
+format's shard reader straight into its rows of the batch (no extra copy), as a pack's
+`BatchReader` reads its shards, then the pack's class ids are looked up where its table
+differs.
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..errors import MixtureError
+from ..fields.presets import task_of
 from ..schema import Field, fixed
 from . import gather
 from .buffers import BufferPool
 from .dataset import ManifestView, PackedDataset, Split
-from .mixture_classes import Reconciled, reconcile, relabel, target_names
+from .mixture_classes import Reconciled, class_id_fields, ids_in, reconcile, relabel
 from .mixture_plan import Plan, draws
 
 
@@ -66,7 +68,7 @@ class MixedSplit:
         self.plan = Plan(sizes, draws(sizes, amounts, mixture.epoch_size))
         first = self.parts[0].dataset
         self.classes = reconcile(
-            first.task,
+            ids_in(first.fields),
             [p.dataset.manifest for p in self.parts],
             labels,
             [s.class_map for s in mixture.streams],
@@ -93,14 +95,16 @@ class MixedSplit:
 
 
 def _check_agree(parts: list[Split], labels: list[str]) -> None:
-    """Packs mixed must hold the same task and the same fields (image size, mask dtype)."""
+    """Packs mixed must hold the same fields (names, kinds, image size, mask dtype); packs of
+    two presets are refused naming both."""
     first = parts[0].dataset
     for part, label in zip(parts[1:], labels[1:], strict=True):
         data = part.dataset
-        if data.task != first.task:
+        mine, theirs = task_of(first.fields), task_of(data.fields)
+        if mine != theirs:
             raise MixtureError(
-                f"packs of different tasks cannot be mixed: {labels[0]} is {first.task}, "
-                f"{label} is {data.task}"
+                f"packs of different tasks cannot be mixed: {labels[0]} is {mine}, "
+                f"{label} is {theirs}"
             )
         if data.image_shape != first.image_shape:
             mine, theirs = (f"{s[1]}x{s[0]}" for s in (first.image_shape, data.image_shape))
@@ -165,7 +169,7 @@ class MixedReader:
         self.fields = fixed(split.dataset.fields)  # batched; ragged ones by `ragged`
         self.tables = split.classes.tables
         self.relabelled = any(table is not None for table in self.tables)
-        self.targets = target_names(split.dataset.task)
+        self.targets = class_id_fields(split.dataset.fields)
         self.buffers = BufferPool(self.fields)
         self.readers = [part.reader for part in split.parts]
         # every shard of every pack, in pack order: its first sample in the packs' joint
@@ -242,9 +246,10 @@ class MixedReader:
         for k in np.unique(pack).tolist():  # ascending ids: pack after pack
             first, last = np.searchsorted(pack, [k, k + 1])
             fields, found = self.readers[k].ragged(sample[first:last], names)
-            if self.tables[k] is not None and "labels" in fields:
-                fields = {**fields, "labels": fields["labels"].copy()}  # maybe a mapped view
-                relabel(fields, self.tables[k], ("labels",))
+            relabelled = [name for name in self.targets if name in fields]
+            if self.tables[k] is not None and relabelled:
+                fields = fields | {n: fields[n].copy() for n in relabelled}  # maybe mapped views
+                relabel(fields, self.tables[k], self.targets)
             parts.append(fields)
             counts.append(found)
         if len(parts) == 1:

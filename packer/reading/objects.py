@@ -11,9 +11,6 @@ import numpy as np
 from ..schema import Field
 
 PAD = -1  # KerasHub's padding of boxes and labels
-# The ragged fields the padded readers (PackedSequence, packer.tf) yield: KerasHub's
-# bounding-box dict. The others (per-object masks: max_boxes planes an image) are not read.
-PADDED = ("boxes", "labels")
 
 
 class Padder:
@@ -25,7 +22,9 @@ class Padder:
         if not isinstance(max_boxes, int) or isinstance(max_boxes, bool) or max_boxes < 1:
             raise ValueError(f"max_boxes must be a positive integer, not {max_boxes!r}")
         self.max_boxes = max_boxes
-        self.fields = tuple(fields)  # the ragged fields padded, in the pack's order
+        # the ragged fields padded, in the pack's order: those whose kind has `padded` (boxes
+        # and labels make KerasHub's bounding-box dict; per-object masks are not read)
+        self.fields = tuple(fields)
         self.cut = 0
 
     @property

@@ -25,6 +25,7 @@ from . import (
     class_folders,
     coco,
     coco_panoptic,
+    hf_datasets,
     lists,
     mask_folders,
     voc,
@@ -59,6 +60,7 @@ REGISTRY = (
     ade20k,
     yolo,
     voc,
+    hf_datasets,
     mask_folders,
     class_folders,
     lists,
@@ -111,7 +113,9 @@ def scan(
         raise SourceError(f"{flag('root')} applies to a .lst/.csv list as SRC, not to a folder")
     if what == "file" and annotations.coco:
         raise SourceError(f"{flag('coco')} needs the folder of the images as SRC, not a file")
-    if what == "file":
+    if what == "file" and path.name.lower().endswith(".parquet"):  # one Hub Parquet file
+        root, found = hf_datasets.scan_file(path, annotations)
+    elif what == "file":
         root, found = scan_list_file(path, layout, masks, mask_suffix, root)
     elif what == "folder":
         keys = {folder_key(locate(p)) for p in exclude} - {None}

@@ -37,7 +37,6 @@ import tensorflow as tf
 
 from ..augment import Augment
 from ..formats import tfrecord, tfrecord_parse
-from ..manifest import OBJECT_TASKS
 from ..options import again, option
 from ..reading.dataset import Split
 from ..reading.loader import check_augment_fits
@@ -164,11 +163,6 @@ def dataset(
         raise ValueError(
             f"{path}: stream=False reads by index, and a gzip-compressed tfrecord pack has no "
             "random access: leave stream unset to stream it, or pack it without --compression"
-        )
-    if part.dataset.task in OBJECT_TASKS and o.one_hot:
-        raise ValueError(
-            f"one_hot=True does not apply to the objects of this {part.dataset.task} pack: its "
-            "targets are boxes and labels"
         )
     if stream and fmt != "tfrecord":
         raise ValueError(f"{path}: only tfrecord packs stream; this one is {fmt}")

@@ -31,6 +31,7 @@ import torch
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
 from ..augment import Augment
+from ..fields import kind_of
 from ..reading import gather, handoff
 from ..reading.loader import Loader
 from ..reading.options import BATCH_SIZE, SPLIT, takes
@@ -88,6 +89,19 @@ class _Packed:
         self.loader = Loader.with_options(path, split, batch_size, o)
         self.layout = o.layout
         self._target_dtype = _target_dtype(o.target_dtype, o.one_hot)
+        targets = self.loader.targets
+        if o.augment_device is not None and not (targets.single or targets.ragged):
+            raise ValueError(
+                "augment_device= augments one target field (class ids or masks) or a pack's "
+                f"objects on the device; this pack's targets are {', '.join(targets.fixed)}: "
+                "augment them on the CPU (augment_device=None)"
+            )
+        # each fixed target's dtype as yielded: class ids as target_dtype, others as stored
+        self._dtypes = {
+            f.name: self._target_dtype if f.name in targets.class_ids else np.dtype(f.dtype)
+            for f in self.loader.dataset.fields
+            if f.name in targets.fixed
+        }
         self._finish = None if o.augment_device is None else self._device_finish(o.augment_device)
         self._position = torch.zeros(ENCODED_LENGTH, dtype=torch.int64).share_memory_()
         self._seen: list[int] | None = None  # the position's numbers `_sync` last took
@@ -137,9 +151,16 @@ class _Packed:
             transform.normalizer,
             transform.num_classes,
             transform.one_hot is not None,
-            transform.target == "masks",
+            self._moves_target(),
             self.layout,
             torch.from_numpy(np.empty(0, self._target_dtype)).dtype,
+        )
+
+    def _moves_target(self) -> bool:
+        """Whether the single target is a plane of class ids the geometry moves (masks)."""
+        single = self.loader.targets.single
+        return (
+            single is not None and kind_of(self.loader.dataset.field(single)).geometry == "labels"
         )
 
     def _batch(self, index: int) -> tuple[torch.Tensor, torch.Tensor] | _Handed:
@@ -153,25 +174,48 @@ class _Packed:
                 handed = self._objects_into_slot(index)
                 if handed is not None:
                     return handed
-            return torch_device.detection_batch(self.loader, index, self.layout, self._finish)
+            return torch_device.detection_batch(
+                self.loader, index, self.layout, self._finish, self._dtypes
+            )
         if self._finish is not None:
             return self._raw_batch(index)
+        names = self._names()
         if worker is None or not handoff.AVAILABLE:
             images, targets = self.loader.batch(index)
-            return _tensors([images, targets.astype(self._target_dtype, copy=False)], self.layout)
+            return _tensors([images, *self._cast(targets)], self.layout, names)
         self._start_worker()
         raw = self.loader.augment is None and self.loader.transform.normalizer.mode is None
         slot = self._read_into_slot(index) if raw else None
         if slot is None:
             images, targets = self.loader.batch(index)
+            listed = self._listed(targets)
+            dtypes = [self._dtypes[name] for name in self.loader.targets.fixed]
             slot = self._sender.take(
-                [(images.shape, images.dtype), (targets.shape, self._target_dtype)]
+                [(images.shape, images.dtype)]
+                + [(t.shape, d) for t, d in zip(listed, dtypes, strict=True)]
             )
             if slot is None:  # every slot still held by the consumer: the ordinary way
-                return _tensors([images, targets.astype(self._target_dtype)], self.layout)
+                return _tensors([images, *self._cast(targets)], self.layout, names)
             np.copyto(slot.arrays[0], images)
-            np.copyto(slot.arrays[1], targets, casting="unsafe")
-        return _Handed(self._sender.parcel(slot), slot.arrays, self.layout)
+            for target, values in zip(slot.arrays[1:], listed, strict=True):
+                np.copyto(target, values, casting="unsafe")
+        return _Handed(self._sender.parcel(slot), slot.arrays, self.layout, names=names)
+
+    def _names(self) -> tuple[str, ...] | None:
+        """A fixed-field pack's target names when they are a dict (None: a single array)."""
+        targets = self.loader.targets
+        return None if targets.single is not None else targets.fixed
+
+    def _listed(self, targets: np.ndarray | dict) -> list[np.ndarray]:
+        """A fixed-field pack's targets as one array per target field, in the pack's order."""
+        return [targets] if isinstance(targets, np.ndarray) else list(targets.values())
+
+    def _cast(self, targets: np.ndarray | dict) -> list[np.ndarray]:
+        """`_listed`, each in the dtype it is yielded in (no copy where it is already)."""
+        return [
+            values.astype(self._dtypes[name], copy=False)
+            for name, values in zip(self.loader.targets.fixed, self._listed(targets), strict=True)
+        ]
 
     def _raw_batch(self, index: int) -> torch_device.DeviceBatch | _Handed:
         """Batch `index` unaugmented with its drawn parameters, to be augmented on the device
@@ -184,43 +228,62 @@ class _Packed:
                 return _Handed(self._sender.parcel(slot), slot.arrays, self.layout,
                                (params, self._finish))  # fmt: skip
         arrays = self.loader.read(index)
-        targets = arrays[self.loader.transform.target]
-        return torch_device.from_arrays([arrays["images"], targets], params, self._finish)
+        targets = arrays[self.loader.targets.single]
+        images = arrays[self.loader.targets.input]
+        return torch_device.from_arrays([images, targets], params, self._finish)
 
     def _objects_into_slot(self, index: int) -> _Handed | None:
-        """A detection batch in a free slot: the images, each image's object count and every
-        ragged field as one array of all the batch's rows (values + counts), to be split per
-        image where it lands, so that no per-image tensor crosses on its own. Images as stored
-        are read straight into the slot. None while every slot is held."""
+        """A ragged (detection) batch in a free slot: the images, each image's object count,
+        every ragged field as one array of all the batch's rows (values + counts) and every
+        fixed target `[B, ...]`, to be split per image where it lands, so that no per-image
+        tensor crosses on its own. Images and fixed targets as stored are read straight into
+        the slot. None while every slot is held."""
         self._start_worker()
         loader, raw = self.loader, self._finish is not None
-        as_stored = raw or (loader.augment is None and loader.transform.normalizer.mode is None)
+        targets = loader.targets
+        as_stored = raw or (loader.augment is None and loader.transform.identity)
+        reader_fields = {f.name: f for f in loader.split.reader.fields}
         if as_stored:
             fields, counts = loader.ragged_targets(index)
-            image = loader.dataset.field("images")
-            images_spec = ((len(counts), *image.shape), image.dtype)
+            fixed = {
+                name: ((len(counts), *reader_fields[name].shape), reader_fields[name].dtype)
+                for name in (targets.input, *targets.fixed)
+            }
+            images_spec = fixed.pop(targets.input)
+            fixed_specs = [(shape, self._dtypes[name]) for name, (shape, _) in fixed.items()]
         else:
-            images, fields, counts = loader.objects_batch(index)
+            images, expanded, fields, counts = loader.sample_batch(index)
             images_spec = (images.shape, images.dtype)
+            fixed_specs = [(v.shape, self._dtypes[k]) for k, v in expanded.items()]
         specs = [images_spec, (counts.shape, np.int64)]
         specs += [(v.shape, torch_device.torch_dtype(v.dtype)) for v in fields.values()]
-        slot = self._sender.take(specs)
+        slot = self._sender.take(specs + fixed_specs)
         if slot is None:
             return None
+        placed = slot.arrays[2 + len(fields) :]  # the fixed targets' places in the slot
         if as_stored:
-            out = {  # the images into the slot; any other fixed field read beside them
-                f.name: np.empty((len(counts), *f.shape), f.dtype)
-                for f in loader.split.reader.fields
-                if f.name != "images"
+            out = {targets.input: slot.arrays[0]}  # straight into the slot where stored so
+            for name, target in zip(targets.fixed, placed, strict=True):
+                f = reader_fields[name]
+                same = target.dtype == np.dtype(f.dtype)
+                out[name] = target if same else np.empty((len(counts), *f.shape), f.dtype)
+            out |= {  # any other fixed field read beside them
+                name: np.empty((len(counts), *f.shape), f.dtype)
+                for name, f in reader_fields.items()
+                if name not in out
             }
-            loader.read(index, out=out | {"images": slot.arrays[0]})
+            loader.read(index, out=out)
+            expanded = {name: out[name] for name in targets.fixed}
         else:
             np.copyto(slot.arrays[0], images)
-        for target, values in zip(slot.arrays[1:], [counts, *fields.values()], strict=True):
-            np.copyto(target, values, casting="unsafe")
+        values = [counts, *fields.values(), *expanded.values()]
+        for target, value in zip(slot.arrays[1:], values, strict=True):
+            if target is not value:
+                np.copyto(target, value, casting="unsafe")
         device = (loader.draw(index), self._finish) if raw else None
         parcel = self._sender.parcel(slot)
-        return _Handed(parcel, slot.arrays, self.layout, device, tuple(fields))
+        names = (tuple(fields), targets.fixed)
+        return _Handed(parcel, slot.arrays, self.layout, device, names)
 
     def _start_worker(self) -> None:
         """In a DataLoader worker, once: its ring of slots. (Not OpenCV's thread count: in a
@@ -229,41 +292,57 @@ class _Packed:
             self._sender = handoff.Sender()
 
     def _read_into_slot(self, index: int, raw_targets: bool = False) -> handoff.Slot | None:
-        """Images read straight into a free slot (one copy), targets beside them: as
-        stored with `raw_targets` or when stored is what is asked (one copy too), else as the
-        transform makes them."""
+        """Images read straight into a free slot (one copy), each target field beside them:
+        as stored with `raw_targets` or when stored is what is asked (one copy too), else as
+        the transform makes them."""
         loader, transform = self.loader, self.loader.transform
+        targets = loader.targets
         count = len(loader.indices(index))
-        fields = {f.name: ((count, *f.shape), f.dtype) for f in loader.dataset.fields}
-        targets = fields[transform.target]
+        fields = {f.name: ((count, *f.shape), f.dtype) for f in loader.split.reader.fields}
+        names = (targets.single,) if raw_targets else targets.fixed
         as_stored = raw_targets or (
-            transform.one_hot is None and np.dtype(targets[1]) == self._target_dtype
+            transform.one_hot is None
+            and all(np.dtype(fields[name][1]) == self._dtypes[name] for name in names)
         )
+        specs = [fields[name] for name in names]
         if not as_stored:
-            one_hot = (transform.num_classes,) if transform.one_hot is not None else ()
-            targets = (targets[0] + one_hot, self._target_dtype)
-        slot = self._sender.take([fields["images"], targets])
+            specs = [
+                (shape + (transform.num_classes,) * (transform.one_hot is not None
+                                                     and name in targets.class_ids),
+                 self._dtypes[name])
+                for name, (shape, _) in zip(names, specs, strict=True)
+            ]  # fmt: skip
+        slot = self._sender.take([fields[targets.input], *specs])
         if slot is not None:
-            out = {"images": slot.arrays[0]}  # straight into the slot, as the targets...
-            if as_stored:
-                out[transform.target] = slot.arrays[1]  # ...when they are stored as asked
+            out = {targets.input: slot.arrays[0]}  # straight into the slot, as the targets...
+            if as_stored:  # ...when they are stored as asked
+                out |= dict(zip(names, slot.arrays[1:], strict=True))
             out |= {name: np.empty(*spec) for name, spec in fields.items() if name not in out}
             arrays = loader.read(index, out=out)
             if not as_stored:
-                np.copyto(slot.arrays[1], transform(arrays)[1], casting="unsafe")
+                made = self._listed(transform(arrays)[1])
+                for target, values in zip(slot.arrays[1:], made, strict=True):
+                    np.copyto(target, values, casting="unsafe")
         return slot
 
 
-def _tensors(arrays: list[np.ndarray], layout: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """(images, targets) tensors sharing the arrays' memory; NCHW as a channels_last view."""
-    return torch_device.channels(torch.from_numpy(arrays[0]), layout), torch.from_numpy(arrays[1])
+def _tensors(
+    arrays: list[np.ndarray], layout: str, names: tuple[str, ...] | None = None
+) -> tuple[torch.Tensor, torch.Tensor | dict[str, torch.Tensor]]:
+    """(images, targets) tensors sharing the arrays' memory (`[images, *targets]`); NCHW as a
+    channels_last view. Targets: the one array, or with `names` a dict of them."""
+    images = torch_device.channels(torch.from_numpy(arrays[0]), layout)
+    if names is None:
+        return images, torch.from_numpy(arrays[1])
+    return images, {name: torch.from_numpy(a) for name, a in zip(names, arrays[1:], strict=True)}
 
 
 class _Handed:
     """A batch in a worker's slot: pickled, it travels as the slot; unpickled, it is tensors
     (or, with `device` = (params, finish), a DeviceBatch to be augmented where it lands).
-    With `objects` (the names of a detection batch's ragged fields) the slot holds images,
-    object counts and one array per field, split per image where it lands."""
+    With `objects` (the names of a ragged batch's ragged fields and fixed targets) the slot
+    holds images, object counts, one array per ragged field and one per fixed target, split
+    per image where it lands; with `names`, a fixed-field batch's targets as a dict."""
 
     def __init__(
         self,
@@ -271,27 +350,34 @@ class _Handed:
         arrays: list[np.ndarray],
         layout: str,
         device: tuple | None = None,
-        objects: tuple[str, ...] | None = None,
+        objects: tuple[tuple[str, ...], tuple[str, ...]] | None = None,
+        names: tuple[str, ...] | None = None,
     ) -> None:
         self.parcel, self.arrays, self.layout, self.device = parcel, arrays, layout, device
-        self.objects = objects
+        self.objects, self.names = objects, names
 
     def __reduce__(self) -> tuple:
-        return _built, (self.parcel, self.layout, self.device, self.objects)
+        return _built, (self.parcel, self.layout, self.device, self.objects, self.names)
 
     def __iter__(self):
         """`images, targets = batch` in the worker too (a collate_fn of one's own): tensors
         there, which then travel the ordinary way."""
-        return iter(_built(self.arrays, self.layout, self.device, self.objects))
+        return iter(_built(self.arrays, self.layout, self.device, self.objects, self.names))
 
 
-def _built(arrays: list[np.ndarray], layout: str, device: tuple | None, objects: tuple | None):
+def _built(
+    arrays: list[np.ndarray],
+    layout: str,
+    device: tuple | None,
+    objects: tuple | None,
+    names: tuple[str, ...] | None = None,
+):
     """A handed batch from its slot's arrays: see `_Handed`."""
     if objects is not None:
         return torch_device.objects_from_arrays(arrays, objects, layout, device)
     if device is not None:
         return torch_device.from_arrays(arrays, *device)
-    return _tensors(arrays, layout)
+    return _tensors(arrays, layout, names)
 
 
 @takes(TorchOptions)

@@ -197,41 +197,58 @@ def from_arrays(arrays: list[np.ndarray], params: AugmentParams, finish: DeviceF
     return DeviceBatch(torch.from_numpy(arrays[0]), torch.from_numpy(arrays[1]), params, finish)
 
 
-def detection_batch(loader, index: int, layout: str, finish: DeviceFinish | None = None):
-    """Batch `index` of a detection pack's Loader as `detection_tensors` gives it; with
-    `finish` (augment_device), raw, to be augmented where it is unpacked."""
+def detection_batch(
+    loader, index: int, layout: str, finish: DeviceFinish | None = None, dtypes: dict | None = None
+):
+    """Batch `index` of a ragged (detection) pack's Loader as `detection_tensors` gives it,
+    each fixed target as `dtypes` names its dtype (else as stored); with `finish`
+    (augment_device), raw, to be augmented where it is unpacked."""
+    images, fixed, fields, counts = loader.sample_batch(index, raw=finish is not None)
+    fixed = {k: v.astype((dtypes or {}).get(k, v.dtype), copy=False) for k, v in fixed.items()}
     if finish is None:
-        return detection_tensors(*loader.objects_batch(index), layout)
-    images, targets = detection_tensors(*loader.objects_batch(index, raw=True), "NHWC")
+        return detection_tensors(images, fields, counts, layout, fixed)
+    images, targets = detection_tensors(images, fields, counts, "NHWC", fixed)
     return DeviceObjects(images, targets, loader.draw(index), finish)
 
 
 def objects_from_arrays(
-    arrays: list[np.ndarray], names: tuple[str, ...], layout: str, device: tuple | None = None
+    arrays: list[np.ndarray],
+    names: tuple[tuple[str, ...], tuple[str, ...]],
+    layout: str,
+    device: tuple | None = None,
 ):
-    """A detection batch from the arrays a worker's slot holds (`[images, counts, *values]`:
-    each ragged field `names[i]` as one array of all the batch's rows), split per image here,
-    as `detection_tensors`; with `device` = (params, finish), a DeviceObjects."""
+    """A ragged pack's batch from the arrays a worker's slot holds (`[images, counts,
+    *values, *fixed]`: each ragged field `names[0][i]` as one array of all the batch's rows,
+    then each fixed target `names[1][i]` `[B, ...]`), split per image here, as
+    `detection_tensors`; with `device` = (params, finish), a DeviceObjects."""
+    ragged, fixed = names
     images, counts, *values = arrays
-    fields = dict(zip(names, values, strict=True))
+    fields = dict(zip(ragged, values[: len(ragged)], strict=True))
+    per_image = dict(zip(fixed, values[len(ragged) :], strict=True))
     if device is None:
-        return detection_tensors(images, fields, counts, layout)
-    images, targets = detection_tensors(images, fields, counts, "NHWC")
+        return detection_tensors(images, fields, counts, layout, per_image)
+    images, targets = detection_tensors(images, fields, counts, "NHWC", per_image)
     return DeviceObjects(images, targets, *device)
 
 
 def detection_tensors(
-    images: np.ndarray, fields: dict[str, np.ndarray], counts: np.ndarray, layout: str
+    images: np.ndarray,
+    fields: dict[str, np.ndarray],
+    counts: np.ndarray,
+    layout: str,
+    fixed: dict[str, np.ndarray] | None = None,
 ) -> tuple[torch.Tensor, list[dict[str, torch.Tensor]]]:
     """A detection batch as torchvision's detection models take it: images (NCHW as a
     channels_last view) and per image a dict of tensors (class ids int64: `torch_dtype`),
-    views of one tensor per field, split by the images' object `counts`."""
+    views of one tensor per field, split by the images' object `counts`, and each `fixed`
+    target's (`[B, ...]`, as given) row of that image."""
     sizes = counts.tolist()
-    names = list(fields)
+    names = list(fields) + list(fixed or ())
     split = [  # split_with_sizes: Tensor.split's Python wrapper would cost a fifth more
         torch.from_numpy(v.astype(torch_dtype(v.dtype), copy=False)).split_with_sizes(sizes)
         for v in fields.values()
     ]
+    split += [torch.from_numpy(v).unbind(0) for v in (fixed or {}).values()]
     # every split has len(sizes) parts by construction: zip's strict check would double the
     # cost of building the dicts (~0.25 us an image)
     return channels(torch.from_numpy(images), layout), [

@@ -49,7 +49,12 @@ def test_pack_info_and_verify(seg_src, tmp_path):
 
     summary = json.loads(runner.invoke(main, ["info", str(out), "--json"]).output)
     assert summary["splits"]["train"]["count"] == 14
-    assert summary["fields"][1] == {"name": "masks", "shape": [24, 32], "dtype": "|u1"}
+    assert summary["fields"][1] == {
+        "name": "masks",
+        "kind": "mask",
+        "shape": [24, 32],
+        "dtype": "|u1",
+    }
 
     assert runner.invoke(main, ["verify", str(out)]).exit_code == 0
     shard = next((out / "train").glob("*.images.npy"))

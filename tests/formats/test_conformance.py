@@ -22,9 +22,9 @@ import numpy as np
 import pytest
 
 from packer import formats
+from packer.fields.presets import fields_for
 from packer.formats import ShardJob, tfrecord_parse
 from packer.options import Option, Options, declared, option
-from packer.fields.presets import fields_for
 from packer.schema import Field
 
 SHARD = "train-00000-of-00001"

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from packer.errors import RecordIOError
-from packer.formats import recordio_objects, tfrecord_objects, tfrecord_wire
 from packer.fields.presets import fields_for
+from packer.formats import recordio_objects, tfrecord_objects, tfrecord_wire
 
 SIZE = (7, 5)  # (W, H): 35 pixels a plane, 5 bytes bit-packed
 NAMES = ["cat", "dog", "eel"]

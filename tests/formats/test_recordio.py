@@ -14,6 +14,7 @@ import pytest
 from PIL import Image
 
 import packer
+from packer.fields.presets import fields_for
 from packer.formats import ShardJob
 from packer.formats import recordio as fmt
 from packer.recordio import (
@@ -30,7 +31,6 @@ from packer.recordio import (
     read_index,
     unpack_record,
 )
-from packer.fields.presets import fields_for
 
 MAGIC = bytes.fromhex("0a23d7ce")  # 0xced7230a, little-endian
 SIZE = (32, 24)  # (W, H)

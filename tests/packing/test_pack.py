@@ -92,7 +92,12 @@ def test_manifest_holds_what_the_design_lists(seg_src, tmp_path):
         "run",
     ):
         assert key in data
-    assert data["fields"][0] == {"name": "images", "shape": [24, 32, 3], "dtype": "|u1"}
+    assert data["fields"][0] == {
+        "name": "images",
+        "kind": "image",
+        "shape": [24, 32, 3],
+        "dtype": "|u1",
+    }
     assert data["classes"][1] == {"index": 1, "name": "disc", "color": [220, 20, 60]}
     stats = data["stats"]
     assert len(stats["mean"]) == 3 and all(0 < m < 255 for m in stats["mean"])

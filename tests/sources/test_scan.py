@@ -49,6 +49,7 @@ def test_public_constants():
         "ade20k",
         "yolo",
         "voc",
+        "hf-datasets",
         "mask-folders",
         "class-folders",
         "list",

@@ -1,0 +1,155 @@
+"""One cell of a Hugging Face dataset file as a source path: an image's bytes inside a Parquet
+or Arrow file, read where it is used.
+
+A sample of a Hub dataset names its image as a path relative to the source root, like any
+image file's: `data/train-00000-of-00001.parquet#row=17&column=image`, which the converter's
+workers read themselves (no pixels over pipes). Each process keeps the files it opened and the
+row groups it read last (up to `KEPT_BYTES` a file), since a Parquet file is read a row group at
+a time. The state of a cell is its file's (size, modification time): the cell changes only when
+its file does. `read_head_tail`, `stat` and `sha256` answer for a cell what storage's functions
+of the same job answer for a file (header probes, freshness checks).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import threading
+from collections import OrderedDict
+from functools import lru_cache
+
+from .. import storage
+
+_CELL = re.compile(r"^(?P<file>.+\.(?:parquet|arrow))#row=(?P<row>\d+)&column=(?P<column>[^&#]+)$")
+KEPT_BYTES = 64 << 20  # decoded row groups each process keeps, per file opened (at least one)
+
+
+def cell_key(file: str, row: int, column: str) -> str:
+    """The path of a cell: its file (relative to the source root), row and column."""
+    return f"{file}#row={row}&column={column}"
+
+
+def parse(path: str | os.PathLike) -> tuple[str, int, str] | None:
+    """(file, row, column) of a cell's path; None for the path of a plain file."""
+    match = _CELL.match(os.fspath(path))
+    return None if match is None else (match["file"], int(match["row"]), match["column"])
+
+
+def is_cell(path: str | os.PathLike) -> bool:
+    """Whether a path names a cell of a dataset file rather than a file."""
+    return parse(path) is not None
+
+
+def read_with_stat(path: str | os.PathLike) -> tuple[bytes, int, int]:
+    """`storage.read_with_stat` that also reads cells: their bytes with their file's size and
+    modification time (taken before the read, as for a file)."""
+    cell = parse(path)
+    if cell is None:
+        return storage.read_with_stat(path)
+    file, row, column = cell
+    found = storage.stat(file)
+    if found is None:
+        raise FileNotFoundError(2, "No such file or directory", file)
+    return _opened(file, *found).value(row, column), *found
+
+
+def read_bytes(path: str | os.PathLike) -> bytes:
+    """A cell's (or a file's) whole bytes."""
+    return read_with_stat(path)[0] if is_cell(path) else storage.read_bytes(path)
+
+
+def read_head_tail(path: str | os.PathLike, head: int, tail: int) -> tuple[bytes, bytes]:
+    """`storage.read_head_tail` for cells too (a cell is read whole)."""
+    if not is_cell(path):
+        return storage.read_head_tail(path, head, tail)
+    data = read_bytes(path)
+    return (data, b"") if len(data) <= head + tail else (data[:head], data[-tail:] if tail else b"")
+
+
+def stat(path: str | os.PathLike) -> tuple[int, int] | None:
+    """(size, modification time in ns) of a cell's file, or of a file."""
+    cell = parse(path)
+    return storage.stat(path if cell is None else cell[0])
+
+
+def sha256(path: str | os.PathLike) -> tuple[int, str]:
+    """(length, SHA-256) of a cell's bytes, or `storage.sha256_file` of a file."""
+    if not is_cell(path):
+        return storage.sha256_file(path)
+    data = read_bytes(path)
+    return len(data), hashlib.sha256(data).hexdigest()
+
+
+class _Parquet:
+    """An open Parquet file: row groups found by row, the last ones read kept decoded."""
+
+    def __init__(self, path: str) -> None:
+        import pyarrow.parquet as pq
+
+        self.file = pq.ParquetFile(path)
+        starts, start = [], 0
+        for i in range(self.file.num_row_groups):
+            starts.append(start)
+            start += self.file.metadata.row_group(i).num_rows
+        self.starts, self.rows = starts, start
+        self.kept: OrderedDict[tuple[int, str], object] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def value(self, row: int, column: str) -> bytes:
+        if not 0 <= row < self.rows:
+            raise OSError(f"row {row} is past the file's {self.rows} rows")
+        group = next(i for i in range(len(self.starts) - 1, -1, -1) if self.starts[i] <= row)
+        with self.lock:
+            array = self.kept.pop((group, column), None)
+            if array is None:
+                _check_column(self.file.schema_arrow.names, column)
+                array = self.file.read_row_group(group, columns=[column]).column(column)
+            self.kept[(group, column)] = array
+            while len(self.kept) > 1 and sum(a.nbytes for a in self.kept.values()) > KEPT_BYTES:
+                self.kept.popitem(last=False)
+        return _bytes_of(array[row - self.starts[group]], column, row)
+
+
+class _Arrow:
+    """A `datasets.save_to_disk` Arrow file (the IPC stream format), memory-mapped."""
+
+    def __init__(self, path: str) -> None:
+        import pyarrow as pa
+
+        self.table = pa.ipc.open_stream(pa.memory_map(path)).read_all()  # zero-copy
+
+    def value(self, row: int, column: str) -> bytes:
+        if not 0 <= row < self.table.num_rows:
+            raise OSError(f"row {row} is past the file's {self.table.num_rows} rows")
+        _check_column(self.table.column_names, column)
+        return _bytes_of(self.table.column(column)[row], column, row)
+
+
+def _check_column(names: list[str], column: str) -> None:
+    """One line when the file has no such column."""
+    if column not in names:
+        raise OSError(f"no column {column!r} (the file holds {', '.join(names)})")
+
+
+def _bytes_of(scalar, column: str, row: int) -> bytes:
+    """The bytes of one image cell: a {bytes, path} struct, or a binary value."""
+    value = scalar.as_py()
+    if isinstance(value, dict):
+        data = value.get("bytes")
+        if data is None:
+            shown = f" (path {value['path']!r} only)" if value.get("path") else ""
+            raise OSError(f"row {row} of column {column!r} holds no image bytes{shown}")
+        return data
+    if value is None:
+        raise OSError(f"row {row} of column {column!r} is empty")
+    return value
+
+
+@lru_cache(maxsize=16)
+def _opened(path: str, size: int, mtime_ns: int) -> _Parquet | _Arrow:
+    """The file opened once per process (again when its size or time changes)."""
+    try:
+        return _Arrow(path) if path.endswith(".arrow") else _Parquet(path)
+    except ValueError as exc:  # pyarrow's ArrowInvalid: not a Parquet or Arrow file
+        raise OSError(f"cannot open {os.path.basename(path)}: {exc}") from None
