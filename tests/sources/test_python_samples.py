@@ -1,4 +1,4 @@
-"""Packs from Python samples (issue 38, part 2) with field kinds of the test's own: a list of
+"""Packs from Python samples (issue 38, part 2) with field kinds defined only in tests: a list of
 dicts of image paths (8-bit RGB and 16-bit grey PNGs), class names, a float32 plane moved as
 pixels and per-object (x, y) rows moved as points; read back exact at identity geometry, as
 OpenCV resizes and as exact scaling elsewhere, byte-identical across worker counts."""
@@ -13,30 +13,12 @@ import pytest
 
 import packer
 from packer.errors import PackError
-from packer.fields import FieldKind, register
 from packer.packing import session
 from packer.reading.batches import BatchReader
+from tests.fixtures.field_kinds import HEAT, SPOTS  # the kinds test_heat and test_spots
 from tests.fixtures.packs import manifest_hashes
 
-
-class Heat(FieldKind):
-    """One float32 plane a sample, moved like pixels (linear)."""
-
-    name = "test_heat"
-    geometry = "pixels"
-
-
-class Spots(FieldKind):
-    """One float32 (x, y) row per object, moved as points."""
-
-    name = "test_spots"
-    geometry = "points"
-    ragged = True
-
-
-register(Heat())
-register(Spots())
-FIELDS = {"heat": "test_heat", "spots": "test_spots"}
+FIELDS = {"heat": HEAT.name, "spots": SPOTS.name}
 NAMES = ["dog", "cat", "owl"]
 W, H = 40, 30
 
