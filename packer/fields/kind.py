@@ -21,6 +21,7 @@ from .counting import class_counts, shape_text
 if TYPE_CHECKING:
     from ..labels import ClassTable
     from ..schema import Field
+    from .placing import Frame
 
 # How the geometry (resize, crop, pad; the augmentation's flips, affine warps) moves a field:
 #   "pixels"  a picture of the image's size: resampled with the kind's `interpolation`
@@ -56,6 +57,22 @@ class FieldKind:
         return f"<field kind {self.name!r}: geometry {self.geometry}>"
 
     # --- packing: placing a source's value by the pack's geometry
+
+    def place(self, value, field: Field, frame: Frame) -> np.ndarray:
+        """One sample's `value` for `field` (ragged: its rows `[N, *row]`), placed by the
+        pack's geometry as `frame` says (`fields.placing`: by this kind's `geometry`) and in
+        the field's dtype without loss; a value that cannot be is a ValueError saying why."""
+        from . import placing
+
+        if self.geometry == "pixels":
+            return placing.pixels(value, field.shape, field.dtype, frame, self.interpolation)
+        if self.geometry == "labels":
+            return placing.labels(value, field.dtype, frame)
+        if self.geometry == "planes":
+            return placing.planes(value, field.dtype, frame)
+        if self.geometry in ("boxes", "points"):
+            return placing.coordinates(value, field.dtype, frame, self.geometry == "boxes")
+        return placing.fitted(value, field.dtype)
 
     # --- storage: TFRecord and RecordIO
     # TFRecord: a kind gives its Example features as key -> ("int64" | "float" | "bytes",
