@@ -18,6 +18,8 @@ from .labels import ClassTable
 from .schema import Field
 
 MANIFEST_NAME = "dataset.json"
+# The provenance of a sample whose image came as data, not a file: "<sample 7>".
+SAMPLE_WITHOUT_FILE = "<sample {}>"
 FORMAT_VERSION = 1
 # The presets whose samples hold objects. The manifest decides by fields (a pack with ragged
 # fields lists its dropped objects; kinds make the stats); still read by reading.loader,

@@ -17,9 +17,11 @@ from .kind import GEOMETRIES, FieldKind
 from .mask import Mask
 from .object_class import ObjectClass
 from .object_mask import ObjectMask
+from .pixels import Pixels
 
 BUILTIN: dict[str, type[FieldKind]] = {
-    k.name: k for k in (FieldKind, Image, Mask, ClassId, Boxes, ObjectClass, Flag, ObjectMask)
+    k.name: k
+    for k in (FieldKind, Image, Mask, ClassId, Boxes, ObjectClass, Flag, ObjectMask, Pixels)
 }
 _KINDS: dict[str, FieldKind] = {name: cls() for name, cls in BUILTIN.items()}
 

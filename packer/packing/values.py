@@ -23,7 +23,7 @@ FILE_GEOMETRIES = ("pixels", "labels")
 
 
 class SampleError(Exception):
-    """One input that cannot be packed: the file (or `sample <index>`) at fault and the
+    """One input that cannot be packed: the file (or `<sample N>`) at fault and the
     precise reason."""
 
     def __init__(self, path: str, reason: str) -> None:

@@ -25,7 +25,7 @@ class Sample:
 
     The mask is a file's path, or a recipe (annotations in a JSON) the converter draws. A
     sample given in Python holds its `values` instead; `image` is then its provenance (its
-    image's path, else `sample <index>`)."""
+    image's path, else `<sample N>`)."""
 
     image: str
     split: str

@@ -19,6 +19,7 @@ import numpy as np
 from .. import fields
 from ..errors import SourceError
 from ..fields import FieldKind
+from ..manifest import SAMPLE_WITHOUT_FILE
 from .model import IMAGE_EXTENSIONS, Sample, Values, ext
 
 FIELD_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")
@@ -104,19 +105,10 @@ def _inferred(key: str, value, have_image: bool) -> tuple[FieldKind, str]:
     if array.ndim == 2 and array.dtype.kind in "iu":
         return fields.get("mask"), f"an integer array {list(array.shape)}: a mask"
     if array.ndim in (2, 3) and min(array.shape[:2]) > 1 and array.dtype.kind == "f":
-        return _PIXELS, f"a float array {list(array.shape)}: pixels of the image's size"
+        return fields.get(
+            "pixels"
+        ), f"a float array {list(array.shape)}: pixels of the image's size"
     return fields.get("array"), f"{'a number' if array.ndim == 0 else 'numbers'}: kept as given"
-
-
-class Pixels(FieldKind):
-    """Values of the image's size and placement (a depth map, a heat map), resampled
-    bilinearly: what a float array `[H, W]` of a Python sample is unless named."""
-
-    name = "pixels"
-    geometry = "pixels"
-
-
-_PIXELS = fields.register(Pixels())
 
 
 def as_samples(
@@ -127,7 +119,7 @@ def as_samples(
 ) -> tuple[str, list[Sample]]:
     """The folder every path lies under (the working folder when none is given), and each
     dict as a Sample (its keys must be the first sample's): class names as ids, paths
-    relative to that folder; provenance its image's path, else `sample <index>`; split
+    relative to that folder; provenance its image's path, else `<sample N>`; split
     "train", or `split(provenance)`."""
     image_key = next((k for k, kind in kinds.items() if kind.name == "image"), None)
     paths = [_paths(index, given, kinds) for index, given in enumerate(samples)]
@@ -146,7 +138,7 @@ def as_samples(
                 value = classes[value]
             values[key] = value
         image = values.get(image_key) if image_key else None
-        where = image if isinstance(image, str) else f"sample {index}"
+        where = image if isinstance(image, str) else SAMPLE_WITHOUT_FILE.format(index)
         name = "train" if split is None else split(where)
         digest = _digest(values)
         found.append(Sample(where, name, values=Values(index, values, tuple(files), digest)))

@@ -226,7 +226,7 @@ def test_images_given_as_arrays_keep_their_bands(tmp_path, shape):
     # provenance "sample <index>" (the split's source() joins it to the root: the last part)
     found = {Path(k).name: v for k, v in read_all(tmp_path / "a").items()}
     for i, p in enumerate(pixels):
-        fixed, _ = found[f"sample {i}"]
+        fixed, _ = found[f"<sample {i}>"]
         np.testing.assert_array_equal(fixed["images"].reshape(shape), p)
         assert fixed["labels"] == i % 2
 
