@@ -33,7 +33,6 @@ from ..schema import Field
 from ..sources import MaskRecipe, ObjectsRecipe, Sample, mask_key
 from ..sources.hf_cells import read_with_stat as read_file_or_cell
 from ..sources.model import sample_files
-from ..sources.objects import TASKS
 from . import prefetch, stats
 from .kinds import ImageKinds
 from .ledger import scratch, workdir
@@ -95,7 +94,7 @@ class Converter:
         part_dir = workdir.parts_dir(self.out)
         storage.make_dirs(part_dir)
         options = config.format_options
-        if config.task in TASKS and config.table is not None:  # names for the writers' labels
+        if config.table is not None:  # class names, for the writers that store them beside ids
             options = {**options, "class_names": tuple(config.table.names)}
         writer = formats.get(config.format).ChunkWriter(part_dir, task, config.fields, options)
         read = prefetch.Fetcher(  # sources at a URL: the next files requested ahead
