@@ -15,13 +15,27 @@ from .flag import Flag
 from .image import Image
 from .kind import GEOMETRIES, FieldKind
 from .mask import Mask
+from .multi_hot import MultiHot
+from .numbers import Numbers
 from .object_class import ObjectClass
 from .object_mask import ObjectMask
 from .pixels import Pixels
 
 BUILTIN: dict[str, type[FieldKind]] = {
     k.name: k
-    for k in (FieldKind, Image, Mask, ClassId, Boxes, ObjectClass, Flag, ObjectMask, Pixels)
+    for k in (
+        FieldKind,
+        Image,
+        Mask,
+        ClassId,
+        Boxes,
+        ObjectClass,
+        Flag,
+        ObjectMask,
+        Pixels,
+        MultiHot,
+        Numbers,
+    )
 }
 _KINDS: dict[str, FieldKind] = {name: cls() for name, cls in BUILTIN.items()}
 

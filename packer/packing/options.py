@@ -189,6 +189,23 @@ class PlanOptions(Options):
         shown="the list's folder",
     )
 
+    columns: str | None = option(
+        None,
+        "A list's column roles as COLUMN:ROLE pairs, comma-separated (e.g. "
+        "id:image,tags:multi,age:number; roles: image, class, multi, number, split, skip); "
+        "columns not named keep the role detected from their values (--dry-run says why).",
+        kind="text",
+        shown="detected",
+    )
+
+    vocabulary: str | os.PathLike | None = option(
+        None,
+        "A file of the tags a list's multi-label column may hold, one a line (their sorted "
+        "order is the multi-hot order); a row with another tag is rejected.",
+        kind="file",
+        shown="the tags found",
+    )
+
     ignore_index: int | None = option(
         None,
         "Class id for mask pixels outside the class table.",

@@ -35,6 +35,7 @@ from .kinds import image_kinds, mask_bits
 from .options import PLAN_OPTIONS, PlanOptions, check_keywords
 from .placement import check_out
 from .preflight import default_size
+from .shapes import listed_fields
 from .tasks import ChunkTask, ShardTask
 
 CHUNK_BYTES = 8 << 20  # one worker task writes about this much; small enough to balance 2 cores
@@ -206,6 +207,8 @@ def make_plan(
         exclude=[out_path],
         root=o.root,
         annotations=annotations,
+        columns=o.columns,
+        vocabulary=o.vocabulary,
     )
     notes = list(found.notes)
     table = class_table(found, o.classes, o.layout, notes)
@@ -213,6 +216,10 @@ def make_plan(
         raise PackError(
             f"{flag('ignore_class')} and {flag('class_map')} do not apply to {found.task} packs "
             "yet: their objects keep the source's classes"
+        )
+    if mapping and found.fields is not None:
+        raise PackError(
+            f"{flag('ignore_class')} and {flag('class_map')} do not apply to a list with columns"
         )
     if mapping:
         table = relabelled(found, table, mapping, notes)
@@ -243,14 +250,14 @@ def make_plan(
     if output_size is None:
         output_size, size_rule = default_size(found.root, found.samples, o.max_pixels)
     geometry = Geometry(output_size, o.resize, o.interpolation, o.pad_value)
-    fields = fields_for(
-        found.task,
-        geometry.size,
-        mask_dtype(table and len(table), ignore_index),
-        (kinds.stored.dtype, kinds.stored.bands),
-    )
-    _check_fields(format, fields, fmt_options)
     stored = (kinds.stored.dtype, kinds.stored.bands)
+    if found.fields is not None:  # a list with columns: each column's field
+        fields = listed_fields(found, geometry.size, stored, o.max_pixels)
+    else:
+        fields = fields_for(
+            found.task, geometry.size, mask_dtype(table and len(table), ignore_index), stored
+        )
+    _check_fields(format, fields, fmt_options)
     recorded = {
         "format": format,
         "size": list(geometry.size),
@@ -279,6 +286,13 @@ def make_plan(
         **({"min_box_size": o.min_box_size} if found.task in OBJECT_TASKS else {}),
         **annotations.to_options(),
         **({"class_mapping": mapping.to_json()} if mapping else {}),
+        # a list with columns: its fields, the columns' roles and the tag vocabularies
+        **({"vocabulary": str(o.vocabulary)} if o.vocabulary is not None else {}),
+        **(
+            {"fields": [f.to_json() for f in fields], **found.fields.recorded}
+            if found.fields is not None
+            else {}
+        ),
         **fmt_options,
     }
     config = PackConfig(

@@ -18,10 +18,7 @@ from .. import storage
 from ..errors import ImageError, PackError, SourceError
 from ..fields import FieldKind
 from ..fields.presets import task_of
-from ..imaging import Geometry, decode_mask
-from ..imaging.decode import probe_kind
-from ..imaging.kinds import AUTO, PixelKind
-from ..imaging.orientation import oriented_size
+from ..imaging import Geometry
 from ..labels import ClassTable
 from ..schema import Field, record_bytes
 from ..sources import SourceScan
@@ -30,6 +27,7 @@ from ..sources.splits import assign_split
 from .convert import PackConfig
 from .options import PlanOptions
 from .plan import PackPlan, _conversion, _fingerprint, _format_options, _given_size, plan_shards
+from .shapes import picture, value_field
 
 LAYOUT = "python samples"
 
@@ -78,7 +76,7 @@ def plan_samples(
     root = Path(folder)
     first = found[0].values.by_field  # type: ignore[union-attr]
     conversion = _conversion(o.channels, o.dtype)
-    image_kind, image_size = _picture(root, first[image_key], o.max_pixels)
+    image_kind, image_size = picture(root, first[image_key], o.max_pixels)
     try:
         stored = conversion.output(image_kind)
     except ImageError as exc:
@@ -92,7 +90,7 @@ def plan_samples(
         )
     geometry = Geometry(output_size, o.resize, o.interpolation, o.pad_value)
     shaped = [
-        _field(key, kind, first[key], geometry.size, root, o.max_pixels)
+        value_field(key, kind, first[key], geometry.size, root, o.max_pixels)
         if key != image_key
         else Field(
             key, (*geometry.size[::-1], stored.bands), np.dtype(stored.dtype).str, kind="image"
@@ -156,71 +154,6 @@ def plan_samples(
     out_path = storage.as_path(out).expanduser()
     fingerprint = _fingerprint(recorded, scan)
     return PackPlan(scan, out_path, table, config, shards, recorded, fingerprint, notes, size_rule)
-
-
-def _bytes_of(root: Path, value) -> bytes:
-    """A path's file bytes (relative to `root`), or the bytes given."""
-    if isinstance(value, str):
-        try:
-            return storage.read_bytes(os.path.join(root, value))
-        except OSError as exc:
-            raise PackError(f"{value}: cannot read file: {exc.strerror or exc}") from None
-    return bytes(value)
-
-
-def _picture(root: Path, value, max_pixels: int):
-    """The first image's kind of samples and its size (W, H) as displayed."""
-    if isinstance(value, np.ndarray):
-        if value.ndim not in (2, 3):
-            raise PackError(f"samples[0]: an image array of shape {value.shape}, not [h, w, c]")
-        bands = 1 if value.ndim == 2 else value.shape[2]  # an array's bands are kept as given
-        return PixelKind(value.dtype.name, bands), (value.shape[1], value.shape[0])
-    data = _bytes_of(root, value)
-    try:
-        header, _, kind = probe_kind(data, max_pixels)
-    except ImageError as exc:
-        where = value if isinstance(value, str) else "samples[0]"
-        raise PackError(f"{where}: {exc}") from None
-    return kind, oriented_size(header.size, header.orientation)
-
-
-def _field(key: str, kind: FieldKind, value, size, root: Path, max_pixels: int) -> Field:
-    """The field of `key`: its shape and dtype from the first sample's value and the size."""
-    width, height = size
-    if kind.name == "class":
-        return Field(key, (), "<i4", kind=kind.name)
-    if kind.geometry == "pixels" and not isinstance(value, np.ndarray):
-        found, _ = _picture(root, value, max_pixels)
-        out = AUTO.output(found)
-        return Field(key, (height, width, out.bands), np.dtype(out.dtype).str, kind=kind.name)
-    if kind.geometry == "labels" and not isinstance(value, np.ndarray):
-        try:
-            value = decode_mask(_bytes_of(root, value), max_pixels).values
-        except ImageError as exc:
-            raise PackError(f"{key}: {exc}") from None
-    array = np.asarray(value)
-    dtype = _dtype_of(value, array)
-    if kind.ragged:
-        if array.ndim < 1:
-            raise PackError(f"{key}: kind {kind.name} is ragged, its value is [N, ...] rows")
-        return Field(key, tuple(array.shape[1:]), dtype, ragged=True, kind=kind.name)
-    if kind.geometry in ("pixels", "labels"):
-        return Field(key, (height, width, *array.shape[2:]), dtype, kind=kind.name)
-    return Field(key, tuple(array.shape), dtype, kind=kind.name)
-
-
-def _dtype_of(value, array: np.ndarray) -> str:
-    """A NumPy value's own dtype; Python numbers: float32, int32 (int64 beyond it)."""
-    if isinstance(value, (np.ndarray, np.generic)):
-        return array.dtype.str
-    if array.dtype.kind == "f":
-        return "<f4"
-    if array.dtype.kind in "iu":
-        small = array.size == 0 or (array.min() >= -(2**31) and array.max() < 2**31)
-        return "<i4" if small else "<i8"
-    if array.dtype.kind == "b":
-        return "|u1"
-    raise PackError(f"a value of type {type(value).__name__} ({array.dtype}) cannot be stored")
 
 
 def describe(plan: PackPlan) -> str:

@@ -91,12 +91,15 @@ def scan(
     exclude: Iterable[str | os.PathLike] = (),
     root: str | os.PathLike | None = None,
     annotations: AnnotationOptions | None = None,
+    columns: str | None = None,
+    vocabulary: str | os.PathLike | None = None,
 ) -> SourceScan:
     """Detect the layout of src (folder or .lst/.csv list); list its samples, splits, rejects.
 
     Folders in `exclude` (the pack's own output folder) and packer output folders met on the
     way are not scanned; `root` is the folder a list's relative paths start from (default:
-    the list's own folder).
+    the list's own folder); `columns` states a list's column roles, `vocabulary` names a file
+    of the tags its multi-label columns may hold.
     """
     annotations = dataclasses.replace(
         annotations or AnnotationOptions(), layout=layout, mask_suffix=mask_suffix
@@ -109,6 +112,10 @@ def scan(
         raise SourceError(str(exc)) from None
     path = locate(src)
     what = kind(path)
+    if (columns or vocabulary) and what != "file":
+        raise SourceError(
+            f"{flag('columns')}/{flag('vocabulary')} apply to a list file as SRC, not to a folder"
+        )
     if root is not None and what != "file":
         raise SourceError(f"{flag('root')} applies to a .lst/.csv list as SRC, not to a folder")
     if what == "file" and annotations.coco:
@@ -116,7 +123,7 @@ def scan(
     if what == "file" and path.name.lower().endswith(".parquet"):  # one Hub Parquet file
         root, found = hf_datasets.scan_file(path, annotations)
     elif what == "file":
-        root, found = scan_list_file(path, layout, masks, mask_suffix, root)
+        root, found = scan_list_file(path, layout, masks, mask_suffix, root, columns, vocabulary)
     elif what == "folder":
         keys = {folder_key(locate(p)) for p in exclude} - {None}
         skips = Skips(frozenset(keys))  # type: ignore[arg-type]
@@ -226,7 +233,8 @@ def _finish(root: Path, found: Found, fractions: dict[str, float] | None) -> Sou
     if not items:
         raise _empty_error(root, found, rejected)
     items.sort(key=itemgetter(1, 0))
-    samples = [Sample(*item) for item in items]
+    values = found.values
+    samples = [Sample(*item, values=values[item[0]]) if values else Sample(*item) for item in items]
     return SourceScan(
         root,
         found.layout,
@@ -240,6 +248,7 @@ def _finish(root: Path, found: Found, fractions: dict[str, float] | None) -> Sou
         found.why,
         found.task_why,
         found.left_out,
+        found.fields,
     )
 
 

@@ -1,10 +1,12 @@
-"""The list layout: an im2rec .lst or a path,label CSV, paths relative to the list's folder
-(or to `root`).
+"""The list layout: an im2rec .lst, a path,label CSV, or a list with columns (CSV, TSV, JSON
+Lines), paths relative to the list's folder (or to `root`).
 
 Labels that are image paths make an image,mask list (segmentation); otherwise they are class
 indices or class names (classification). A CSV may have a header row (detected: a first row
 without an image path, followed by rows with one, or naming known columns) and a `split`
-column, which then gives each sample its split.
+column, which then gives each sample its split. A list whose columns say more (ids without
+extension, tags, numbers, extra images; any TSV or JSON Lines; roles stated with `columns`)
+is a list with columns (`columns`, `column_list`): each column a field.
 """
 
 from __future__ import annotations
@@ -16,10 +18,13 @@ from pathlib import Path, PurePosixPath
 
 from ..errors import SourceError
 from ..flags import flag
+from .column_list import Resolver, scan_columns
+from .column_rows import read_rows
+from .columns import Column, roles, stated_roles
 from .model import AnnotationOptions, Found, Rejection, Tree, ext, is_image
 from .walk import existing_files, kind, locate, read_text, resolve
 
-_LIST_EXTENSIONS = (".lst", ".csv")
+_LIST_EXTENSIONS = (".lst", ".csv", ".tsv", ".jsonl")
 _PATH_COLUMNS = ("path", "image", "filename", "file", "filepath", "image_path", "img")
 _LABEL_COLUMNS = ("label", "class", "class_name", "category", "target", "mask", "y")
 _SPLIT_COLUMNS = ("split", "subset", "partition")
@@ -29,8 +34,10 @@ _CLASS_TABLE_HEADER = ("name", "r", "g", "b")  # a class_dict.csv given as SRC b
 Row = tuple[int, str, str, str]
 
 NAME = "list"
-DESCRIPTION = "an im2rec .lst or a path,label[,split] CSV file as SRC"
-LOOKED_FOR = "a .lst or .csv list file given as SRC"
+DESCRIPTION = (
+    "an im2rec .lst, a path,label[,split] CSV, or a CSV/TSV/JSON Lines file with columns as SRC"
+)
+LOOKED_FOR = "a .lst, .csv, .tsv or .jsonl list file given as SRC"
 
 
 def detect(tree: Tree, annotations: AnnotationOptions) -> str | None:
@@ -51,12 +58,15 @@ def scan_list_file(
     masks: str | os.PathLike | None,
     mask_suffix: str | None,
     root: str | os.PathLike | None = None,
+    columns: str | None = None,
+    vocabulary: str | os.PathLike | None = None,
 ) -> tuple[Path, Found]:
-    """Read an im2rec .lst or a CSV list; the paths inside are relative to `root`, by default
-    the list's own folder."""
+    """Read an im2rec .lst, a CSV list or a list with columns; the paths inside are relative
+    to `root`, by default the list's own folder. `columns` states column roles, `vocabulary`
+    names a file of the tags a multi-label column may hold (one a line)."""
     list_kind = ext(path.name)
     if list_kind not in _LIST_EXTENSIONS:
-        raise SourceError(f"{path}: SRC must be a folder or a .lst/.csv list file")
+        raise SourceError(f"{path}: SRC must be a folder or a .lst/.csv/.tsv/.jsonl list file")
     if layout not in ("auto", NAME):
         raise SourceError(
             f"{flag('layout', layout)} needs a folder as SRC, not the list file {path.name}"
@@ -64,15 +74,64 @@ def scan_list_file(
     if masks is not None or mask_suffix is not None:
         raise SourceError(f"{flag('masks')}/{flag('mask_suffix')} do not apply to a list file")
     text = read_text(path, str(path), encoding="utf-8-sig")
-    rows = _lst_rows(text, path.name) if list_kind == ".lst" else _csv_rows(text, path.name)
     if root is not None and kind(locate(root)) != "folder":
         raise SourceError(f"{flag('root', str(root))}: no such folder")
     top = resolve(path.parent if root is None else locate(root))
+    if list_kind != ".lst":
+        found = _with_columns(top, path.name, text, list_kind, columns, vocabulary)
+        if found is not None:
+            return top, found
+    rows = _lst_rows(text, path.name) if list_kind == ".lst" else _csv_rows(text, path.name)
     found = Found(f"list ({list_kind})", "classification", f"the files listed in {path.name}")
     if any(split for *_, split in rows):
         found.split_origin = f"split column of {path.name}"
     _list_samples(top, path.name, rows, found)
     return top, found
+
+
+def _with_columns(
+    top: Path,
+    name: str,
+    text: str,
+    list_kind: str,
+    columns: str | None,
+    vocabulary: str | os.PathLike | None,
+) -> Found | None:
+    """A list with columns, or None for a path,label[,split] CSV (read as it always was)."""
+    header, rows, bad = read_rows(text, name, list_kind)
+    stated = stated_roles(columns)
+    resolver = Resolver(top)
+    found_roles = roles(header, rows, stated, resolver.count) if rows else []
+    if list_kind == ".csv" and not stated and vocabulary is None and _plain(found_roles):
+        return None
+    tags = None
+    if vocabulary is not None:
+        listed = read_text(locate(vocabulary), str(vocabulary)).splitlines()
+        tags = sorted({t.strip() for t in listed if t.strip()})
+    found = Found(f"list ({list_kind}, columns)", "custom", f"the rows of {name}")
+    found.rejected.extend(bad)
+    if any(c.role == "split" for c in found_roles):
+        found.split_origin = f"split column of {name}"
+    scan_columns(top, name, header, rows, found_roles, tags, found)
+    return found
+
+
+def _plain(columns: list[Column]) -> bool:
+    """Columns a path,label[,split] CSV has: one column of image paths (with extensions) and
+    a class column or a mask column, a split column, and columns left out; or no image
+    column at all (its errors say what a list needs)."""
+    used = [c for c in columns if c.role != "skip"]
+    images = [c for c in used if c.role == "image"]
+    if not images:
+        return True
+    if not all(c.why.startswith("image files") for c in images):
+        return False
+    if any(c.role in ("multi", "number") for c in used) or len(images) > 2:
+        return False
+    if len(images) == 2:
+        mask = images[1].header.lower()
+        return mask.startswith("column_") or mask in _LABEL_COLUMNS
+    return True
 
 
 def list_file_note(tree: Tree) -> list[str]:

@@ -46,6 +46,16 @@ class Values:
     digest: str
 
 
+@dataclass(frozen=True)
+class ListedFields:
+    """The fields of a source whose samples carry their values (a list with columns): each
+    field's kind by name, the input image first, and what the pack's options record of the
+    source (each column's role and field, the tag vocabularies)."""
+
+    kinds: dict[str, str]
+    recorded: dict
+
+
 def sample_files(sample: Sample) -> tuple[str, ...]:
     """The source files a sample reads: its image and mask files, or the paths among a
     Python sample's values."""
@@ -78,6 +88,7 @@ class SourceScan:
     why: str = ""  # how the layout was recognised, for a dry run
     task_why: str = ""  # why this task, and what another --task would give, for a dry run
     left_out: list[str] = field(default_factory=list)  # what the source holds, never stored
+    fields: ListedFields | None = None  # the samples carry values of these fields (not a preset)
 
 
 @dataclass
@@ -133,6 +144,10 @@ class Found:
     # What the source holds that no field of the task stores (YOLO pose keypoints), one line
     # each: said by the pack's summary and recorded in the manifest's `left_out`.
     left_out: list[str] = field(default_factory=list)
+    # A source whose samples carry values (a list with columns): its fields, and each item's
+    # values by its image path.
+    fields: ListedFields | None = None
+    values: dict[str, Values] = field(default_factory=dict)
 
 
 def folders(

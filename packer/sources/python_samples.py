@@ -140,7 +140,7 @@ def as_samples(
         image = values.get(image_key) if image_key else None
         where = image if isinstance(image, str) else SAMPLE_WITHOUT_FILE.format(index)
         name = "train" if split is None else split(where)
-        digest = _digest(values)
+        digest = values_digest(values)
         found.append(Sample(where, name, values=Values(index, values, tuple(files), digest)))
     return root, found
 
@@ -164,7 +164,7 @@ def class_names(samples: Sequence[Mapping], key: str) -> list[str] | None:
     return sorted(names) if names else None
 
 
-def _digest(values: Mapping) -> str:
+def values_digest(values: Mapping) -> str:
     """A short hash of a sample's values (a path by its name: its file's bytes are checked as
     every source file's are)."""
     digest = hashlib.sha256()
