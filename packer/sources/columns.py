@@ -23,7 +23,8 @@ ROLES = ("image", "class", "multi", "number", "split", "skip")
 SEPARATORS = ("|", ";", ",", " ")
 SPLIT_HEADERS = ("split", "subset", "partition")
 LABEL_HEADERS = ("label", "labels", "class", "class_name", "category", "target", "y")
-NUMERIC_SHARE = 0.9  # a column is numeric when this share of its values are numbers
+NUMERIC_SHARE = 0.8  # a column is numeric when this share of its values are numbers (the
+# others are rejected rows, each named)
 PROBED = 64  # values of a column tried against the root's files to tell ids of images
 
 
