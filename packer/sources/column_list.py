@@ -18,6 +18,7 @@ import numpy as np
 
 from ..errors import SourceError
 from ..flags import flag
+from ..labels import ClassTable
 from .column_rows import Row, number
 from .columns import Column
 from .model import IMAGE_EXTENSIONS, Found, ListedFields, Rejection, Values, ext, is_image, stem
@@ -200,8 +201,10 @@ def _fill(found: Found, columns, names, kept, vocabulary) -> None:
         if c.role == "multi" and c.index in names:
             tags = vocabulary or sorted({t for _, _, row in kept for t in row[names[c.index]]})
             vocabularies[names[c.index]] = {t: i for i, t in enumerate(tags)}
-    if classes is None and len(vocabularies) == 1:
-        found.class_names = list(next(iter(vocabularies.values())))  # the tags name the classes
+    if classes is None and len(vocabularies) == 1:  # the tags name the classes
+        ((field, tags),) = vocabularies.items()
+        source = "the given vocabulary" if vocabulary else f"the sorted tags of {field}"
+        found.table = ClassTable.from_names(list(tags), source)
     for _, split, row in kept:
         values = dict(row)
         if classes is not None:
