@@ -35,7 +35,7 @@ class Resolver:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.listed: dict[str, set[str]] = {}
+        self.listed: dict[str, tuple[set[str], dict[str, list[str]]]] = {}
 
     def find(self, text: str) -> tuple[str | None, str | None]:
         """(the file's path relative to the root, None) or (None, why not)."""
@@ -43,19 +43,26 @@ class Resolver:
         if posix.is_absolute() or ".." in posix.parts:
             return None, "path leaves the root; paths must be relative to it"
         rel = posix.as_posix()
-        folder = rel.rpartition("/")[0]
-        if folder not in self.listed:
-            self.listed[folder] = existing_files(self.root, [f"{folder}/x" if folder else "x"])
-        files = self.listed[folder]
+        files, by_stem = self._folder(rel.rpartition("/")[0])
         if is_image(rel):
             return (rel, None) if rel in files else (None, "missing")
-        found = [f"{rel}{e}" for e in sorted({ext(f) for f in files if stem(f) == rel})]
-        found = [f for f in found if ext(f) in IMAGE_EXTENSIONS]
+        found = by_stem.get(rel, [])
         if len(found) == 1:
             return found[0], None
         if found:
             return None, f"ambiguous: {', '.join(found)}"
         return None, "missing (no image file of that name, with any extension)"
+
+    def _folder(self, folder: str) -> tuple[set[str], dict[str, list[str]]]:
+        """A folder's files, and its image files by stem (read once)."""
+        if folder not in self.listed:
+            files = existing_files(self.root, [f"{folder}/x" if folder else "x"])
+            by_stem: dict[str, list[str]] = {}
+            for name in sorted(files):
+                if ext(name) in IMAGE_EXTENSIONS:
+                    by_stem.setdefault(stem(name), []).append(name)
+            self.listed[folder] = files, by_stem
+        return self.listed[folder]
 
     def count(self, texts: list[str]) -> int:
         """How many of `texts` name an image file."""
