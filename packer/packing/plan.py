@@ -212,14 +212,11 @@ def make_plan(
     )
     notes = list(found.notes)
     table = class_table(found, o.classes, o.layout, notes)
-    if mapping and found.task in OBJECT_TASKS:
+    if mapping and (found.task in OBJECT_TASKS or found.fields is not None):
+        what = f"{found.task} packs" if found.fields is None else "a list with columns"
         raise PackError(
-            f"{flag('ignore_class')} and {flag('class_map')} do not apply to {found.task} packs "
-            "yet: their objects keep the source's classes"
-        )
-    if mapping and found.fields is not None:
-        raise PackError(
-            f"{flag('ignore_class')} and {flag('class_map')} do not apply to a list with columns"
+            f"{flag('ignore_class')} and {flag('class_map')} do not apply to {what} yet: "
+            "the source's classes are kept"
         )
     if mapping:
         table = relabelled(found, table, mapping, notes)
@@ -288,11 +285,8 @@ def make_plan(
         **({"class_mapping": mapping.to_json()} if mapping else {}),
         # a list with columns: its fields, the columns' roles and the tag vocabularies
         **({"vocabulary": str(o.vocabulary)} if o.vocabulary is not None else {}),
-        **(
-            {"fields": [f.to_json() for f in fields], **found.fields.recorded}
-            if found.fields is not None
-            else {}
-        ),
+        **({"fields": [f.to_json() for f in fields]} if found.fields is not None else {}),
+        **(found.fields.recorded if found.fields is not None else {}),
         **fmt_options,
     }
     config = PackConfig(
