@@ -26,7 +26,7 @@ class MultiHot(FieldKind):
     def place(self, value, field: Field, frame: Frame) -> np.ndarray:
         """The vector in the field's dtype; a value other than 0 or 1 is a ValueError."""
         array = fitted(value, field.dtype)
-        if array.size and not np.isin(array, (0, 1)).all():
+        if not ((array == 0) | (array == 1)).all():
             raise ValueError("a multi-hot vector holds only 0 and 1")
         return array
 
