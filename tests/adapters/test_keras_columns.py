@@ -12,7 +12,7 @@ import pytest
 
 import packer
 from packer.keras import PackedSequence
-from tests.fixtures.column_lists import H, TAGS, W, rows, write_images, write_list
+from tests.fixtures.column_lists import TAGS, H, W, rows, write_images, write_list
 
 COUNT = 12
 

@@ -16,7 +16,7 @@ import packer
 from packer.cli.commands import pack_command
 from packer.errors import PackError
 from packer.keras import PackedSequence
-from tests.fixtures.column_lists import H, TAGS, W, multi_hot, rows, write_images, write_list
+from tests.fixtures.column_lists import TAGS, H, W, multi_hot, rows, write_images, write_list
 
 COUNT = 9
 
