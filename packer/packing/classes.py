@@ -72,5 +72,6 @@ def class_table(found: SourceScan, classes, layout: str, notes: list[str]) -> Cl
             list(found.class_names),
             "folder names" if found.layout == "class-folders" else "list labels",
         )
-    notes.append("no class table found: masks are read as class indices, classes are counted")
+    if found.fields is None:  # a list with columns without class-like columns has no classes
+        notes.append("no class table found: masks are read as class indices, classes are counted")
     return None
