@@ -203,3 +203,16 @@ def test_a_wrong_columns_option_is_one_line(folder, args, message):
     src = write_list(top / "opt.csv", rows(COUNT), ("id", "age"))
     result = CliRunner().invoke(pack_command, [str(src), "--root", str(top / "train"), *args])
     assert result.exit_code != 0 and message in result.output
+
+
+def test_a_split_column_and_a_line_that_is_no_json_object(folder, tmp_path):
+    top, _ = folder
+    listed = [dict(r, split=("train", "val")[i % 2]) for i, r in enumerate(rows(COUNT))]
+    src = write_list(top / "split.jsonl", listed, ("id", "age", "split"))
+    src.write_text(src.read_text() + "[1, 2]\n")
+    ds = packer.pack(src, out=tmp_path / "out", root=top / "train", progress=False)
+    assert {s: ds[s].count for s in ds.splits} == {"train": 5, "val": 4}
+    assert ds.manifest["rejected"] == [
+        {"path": f"split.jsonl line {COUNT + 1}", "reason": "not a JSON object"}
+    ]
+    assert ds.manifest["classes"] == [] and "left_out" not in ds.manifest
