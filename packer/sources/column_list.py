@@ -95,7 +95,7 @@ def field_names(columns: list[Column]) -> dict[int, str]:
 
 
 def scan_columns(
-    root: Path,
+    resolver: Resolver,
     name: str,
     header: list[str],
     rows: list[Row],
@@ -108,20 +108,21 @@ def scan_columns(
     images = [c for c in columns if c.role == "image"]
     if not images:
         raise SourceError(
-            f"{name}: no column holds image files or ids that resolve to one under {root} "
+            f"{name}: no column holds image files or ids that resolve to one under "
+            f"{resolver.root} "
             f"(columns: {', '.join(header)}); pass {flag('root')} or state one with "
             f"{flag('columns', 'COLUMN:image')}"
         )
     multi = [c for c in columns if c.role == "multi"]
     if vocabulary is not None and not multi:
         raise SourceError(f"{flag('vocabulary')}: {name} has no multi-label column")
-    resolver = Resolver(root)
     split_col = next((c for c in columns if c.role == "split"), None)
     kept: list[tuple[int, str, dict]] = []
     seen: dict[str, int] = {}
+    allowed = None if vocabulary is None else frozenset(vocabulary)
     for line, cells in rows:
         where = f"{name} line {line}"
-        row, problem = _row(cells, columns, names, resolver, vocabulary, where)
+        row, problem = _row(cells, columns, names, resolver, allowed, where)
         first = row.get("images") or str(cells[images[0].index] or "")
         if problem is None and first in seen:
             problem = f"listed again ({where}); first listed on line {seen[first]}"
@@ -136,7 +137,7 @@ def scan_columns(
     _fill(found, columns, names, kept, vocabulary)
 
 
-def _row(cells, columns, names, resolver, vocabulary, where) -> tuple[dict, str | None]:
+def _row(cells, columns, names, resolver, allowed, where) -> tuple[dict, str | None]:
     """One row's values by field (tags as lists, numbers as float32), or why it is refused."""
     row: dict = {}
     for c in columns:
@@ -155,7 +156,7 @@ def _row(cells, columns, names, resolver, vocabulary, where) -> tuple[dict, str 
             row[field] = str(value)
         elif c.role == "multi":
             tags = _split(value, c.separator)
-            outside = sorted(set(tags) - set(vocabulary)) if vocabulary is not None else []
+            outside = sorted(set(tags) - allowed) if allowed is not None else []
             if outside:
                 return (
                     row,

@@ -112,7 +112,7 @@ def _with_columns(
     found.rejected.extend(bad)
     if any(c.role == "split" for c in found_roles):
         found.split_origin = f"split column of {name}"
-    scan_columns(top, name, header, rows, found_roles, tags, found)
+    scan_columns(resolver, name, header, rows, found_roles, tags, found)
     return found
 
 
