@@ -63,7 +63,10 @@ def _reduce_field(field: Field) -> tuple:
 
 
 def _field_with_kind(args: tuple, kind: FieldKind) -> Field:
-    register(kind)
+    """A field whose kind came with it: registered unless this process knows that name
+    already (a forked worker has the parent's own kind)."""
+    if kind.name not in _KINDS:
+        register(kind)
     return Field(*args)
 
 
