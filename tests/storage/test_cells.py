@@ -10,7 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from packer.sources import hf_cells
+from packer import storage
+from packer.storage import cells
 
 CELLS = [{"bytes": bytes([i]) * (100 + i), "path": f"{i}.png"} for i in range(7)]
 
@@ -24,17 +25,17 @@ def parquet(tmp_path):
 
 
 def test_a_cell_path_names_file_row_and_column():
-    key = hf_cells.cell_key("data/train-00000-of-00001.parquet", 17, "image")
+    key = cells.cell_key("data/train-00000-of-00001.parquet", 17, "image")
     assert key == "data/train-00000-of-00001.parquet#row=17&column=image"
-    assert hf_cells.parse("/src/" + key) == ("/src/data/train-00000-of-00001.parquet", 17, "image")
-    assert not hf_cells.is_cell("photos/a#row=1.jpg")
+    assert cells.parse("/src/" + key) == ("/src/data/train-00000-of-00001.parquet", 17, "image")
+    assert not cells.is_cell("photos/a#row=1.jpg")
 
 
 @pytest.mark.parametrize("column", ["image", "raw"])
 def test_every_row_of_every_row_group(parquet, column):
     stat = os.stat(parquet)
     for row in (6, 0, 4, 3, 1, 5, 2):
-        data, size, mtime = hf_cells.read_with_stat(f"{parquet}#row={row}&column={column}")
+        data, size, mtime = cells.read_with_stat(f"{parquet}#row={row}&column={column}")
         assert data == CELLS[row]["bytes"]
         assert (size, mtime) == (stat.st_size, stat.st_mtime_ns)
 
@@ -44,32 +45,41 @@ def test_arrow_stream_file(tmp_path):
     table = pa.table({"image": CELLS})
     with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table, max_chunksize=2)
-    assert hf_cells.read_bytes(f"{path}#row=5&column=image") == CELLS[5]["bytes"]
+    assert cells.read_bytes(f"{path}#row=5&column=image") == CELLS[5]["bytes"]
 
 
-def test_state_head_tail_and_hash_of_a_cell(parquet):
+def test_storage_reads_stats_and_hashes_a_cell_as_a_file(parquet):
     cell = f"{parquet}#row=4&column=image"
     data = CELLS[4]["bytes"]
-    assert hf_cells.stat(cell) == hf_cells.stat(parquet)
-    assert hf_cells.sha256(cell) == (len(data), hashlib.sha256(data).hexdigest())
-    assert hf_cells.read_head_tail(cell, 10, 5) == (data[:10], data[-5:])
-    assert hf_cells.read_head_tail(cell, 1000, 5) == (data, b"")
+    assert storage.stat(cell) == storage.stat(parquet) == storage.stat(f"file://{cell}")
+    assert storage.sha256_file(cell) == (len(data), hashlib.sha256(data).hexdigest())
+    assert storage.read_head_tail(cell, 10, 5) == (data[:10], data[-5:])
+    assert storage.read_head_tail(cell, 1000, 5) == (data, b"")
+    assert storage.read_bytes(cell) == data
+    assert storage.read_with_stat(cell) == (data, *storage.stat(parquet))
+    rels = ["data/train-00000-of-00001.parquet#row=1&column=raw", "data/gone.parquet#row=0&column=a"]
+    found = storage.stat_many(parquet.parent.parent, [*rels, "data/train-00000-of-00001.parquet"])
+    assert found == {
+        rels[0]: storage.stat(parquet),
+        rels[1]: None,
+        "data/train-00000-of-00001.parquet": storage.stat(parquet),
+    }
 
 
 def test_a_rewritten_file_is_read_again(parquet):
     cell = f"{parquet}#row=0&column=raw"
-    assert hf_cells.read_bytes(cell) == CELLS[0]["bytes"]
+    assert cells.read_bytes(cell) == CELLS[0]["bytes"]
     pq.write_table(pa.table({"raw": [b"new bytes"]}), parquet)
-    assert hf_cells.read_bytes(cell) == b"new bytes"
+    assert cells.read_bytes(cell) == b"new bytes"
 
 
 def test_what_is_not_there(parquet, tmp_path):
     with pytest.raises(OSError, match="row 7 is past the file's 7 rows"):
-        hf_cells.read_bytes(f"{parquet}#row=7&column=image")
+        cells.read_bytes(f"{parquet}#row=7&column=image")
     with pytest.raises(OSError, match=r"no column 'label' \(the file holds image, raw\)"):
-        hf_cells.read_bytes(f"{parquet}#row=0&column=label")
+        cells.read_bytes(f"{parquet}#row=0&column=label")
     with pytest.raises(FileNotFoundError):
-        hf_cells.read_bytes(f"{tmp_path}/gone.parquet#row=0&column=image")
+        cells.read_bytes(f"{tmp_path}/gone.parquet#row=0&column=image")
     (tmp_path / "junk.parquet").write_bytes(b"not parquet at all")
     with pytest.raises(OSError, match=r"cannot open junk\.parquet"):
-        hf_cells.read_bytes(f"{tmp_path}/junk.parquet#row=0&column=image")
+        cells.read_bytes(f"{tmp_path}/junk.parquet#row=0&column=image")

@@ -6,8 +6,9 @@ image file's: `data/train-00000-of-00001.parquet#row=17&column=image`, which the
 workers read themselves (no pixels over pipes). Each process keeps the files it opened and the
 row groups it read last (up to `KEPT_BYTES` a file), since a Parquet file is read a row group at
 a time. The state of a cell is its file's (size, modification time): the cell changes only when
-its file does. `read_head_tail`, `stat` and `sha256` answer for a cell what storage's functions
-of the same job answer for a file (header probes, freshness checks).
+its file does. Storage's `read_bytes`, `read_with_stat`, `read_head_tail`, `stat`, `stat_many`
+and `sha256_file` hand a cell's path here, so header probes, freshness checks and
+`verify --sources` treat a cell as a file. Local files only, read with pyarrow.
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ import re
 import threading
 from collections import OrderedDict
 from functools import lru_cache
+from pathlib import Path
 
-from .. import storage
+from . import local
 
+_MARK = "#row="  # in every cell's path: paths without it are files, without a regex match
 _CELL = re.compile(r"^(?P<file>.+\.(?:parquet|arrow))#row=(?P<row>\d+)&column=(?P<column>[^&#]+)$")
 KEPT_BYTES = 64 << 20  # decoded row groups each process keeps, per file opened (at least one)
 
@@ -32,7 +35,8 @@ def cell_key(file: str, row: int, column: str) -> str:
 
 def parse(path: str | os.PathLike) -> tuple[str, int, str] | None:
     """(file, row, column) of a cell's path; None for the path of a plain file."""
-    match = _CELL.match(os.fspath(path))
+    text = os.fspath(path)
+    match = _CELL.match(text) if _MARK in text else None
     return None if match is None else (match["file"], int(match["row"]), match["column"])
 
 
@@ -41,44 +45,50 @@ def is_cell(path: str | os.PathLike) -> bool:
     return parse(path) is not None
 
 
-def read_with_stat(path: str | os.PathLike) -> tuple[bytes, int, int]:
-    """`storage.read_with_stat` that also reads cells: their bytes with their file's size and
-    modification time (taken before the read, as for a file)."""
+def file_of(path: str) -> str:
+    """The file that holds a cell (the path itself for a plain file): what `stat` and
+    `stat_many` answer for."""
     cell = parse(path)
-    if cell is None:
-        return storage.read_with_stat(path)
-    file, row, column = cell
-    found = storage.stat(file)
+    return path if cell is None else cell[0]
+
+
+def read_with_stat(path: str | os.PathLike) -> tuple[bytes, int, int]:
+    """A cell's bytes with its file's size and modification time (taken before the read, as
+    for a file)."""
+    file, row, column = _parsed(path)
+    found = local.stat(Path(file))
     if found is None:
         raise FileNotFoundError(2, "No such file or directory", file)
     return _opened(file, *found).value(row, column), *found
 
 
 def read_bytes(path: str | os.PathLike) -> bytes:
-    """A cell's (or a file's) whole bytes."""
-    return read_with_stat(path)[0] if is_cell(path) else storage.read_bytes(path)
+    """A cell's bytes."""
+    return read_with_stat(path)[0]
 
 
 def read_head_tail(path: str | os.PathLike, head: int, tail: int) -> tuple[bytes, bytes]:
-    """`storage.read_head_tail` for cells too (a cell is read whole)."""
-    if not is_cell(path):
-        return storage.read_head_tail(path, head, tail)
+    """The first `head` and last `tail` bytes of a cell (read whole: a cell is one value)."""
     data = read_bytes(path)
     return (data, b"") if len(data) <= head + tail else (data[:head], data[-tail:] if tail else b"")
 
 
 def stat(path: str | os.PathLike) -> tuple[int, int] | None:
-    """(size, modification time in ns) of a cell's file, or of a file."""
-    cell = parse(path)
-    return storage.stat(path if cell is None else cell[0])
+    """(size, modification time in ns) of a cell's file: the cell changes only when it does."""
+    return local.stat(Path(_parsed(path)[0]))
 
 
 def sha256(path: str | os.PathLike) -> tuple[int, str]:
-    """(length, SHA-256) of a cell's bytes, or `storage.sha256_file` of a file."""
-    if not is_cell(path):
-        return storage.sha256_file(path)
+    """(length, SHA-256) of a cell's bytes."""
     data = read_bytes(path)
     return len(data), hashlib.sha256(data).hexdigest()
+
+
+def _parsed(path: str | os.PathLike) -> tuple[str, int, str]:
+    cell = parse(path)
+    if cell is None:
+        raise ValueError(f"{os.fspath(path)} is not the path of a cell")
+    return cell
 
 
 class _Parquet:
