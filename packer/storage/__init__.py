@@ -2,7 +2,7 @@
 
 Callers name a path or a URL; the backend for its scheme does the I/O. `local`: plain files,
 written under a temporary name and renamed, so a file is either complete or absent. `remote`:
-fsspec file systems (s3://, gs://, memory://), each object sent in one upload. A new backend
+fsspec file systems (s3://, gs://, hf://, memory://), each object sent in one upload. A new backend
 is one module with the functions below plus its schemes in BACKENDS. `as_path` turns a path or
 URL into a joinable path object (`URLPath` keeps the `//` of a URL). A source path may name a
 cell of a Parquet or Arrow file (`data/train.parquet#row=17&column=image`): the reads, stats and
@@ -28,6 +28,7 @@ _REMOTE = "packer.storage.remote"
 BACKENDS = {  # URL scheme -> backend module
     "file": "packer.storage.local",
     **dict.fromkeys(("s3", "s3a", "gs", "gcs", "az", "abfs", "memory"), _REMOTE),
+    "hf": _REMOTE,  # hf://datasets/<owner>/<name>: huggingface_hub's HfFileSystem
 }
 _SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]+)://")
 
