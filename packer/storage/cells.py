@@ -4,7 +4,7 @@ or Arrow file, read where it is used.
 A sample of a Hub dataset names its image as a path relative to the source root, like any
 image file's: `data/train-00000-of-00001.parquet#row=17&column=image`, which the converter's
 workers read themselves (no pixels over pipes). Each process keeps the files it opened and the
-row groups it read last (up to `KEPT_BYTES` a file), since a Parquet file is read a row group at
+row groups it read last (up to `KEPT_BYTES` in all), since a Parquet file is read a row group at
 a time. The state of a cell is its file's (size, modification time): the cell changes only when
 its file does. Storage's `read_bytes`, `read_with_stat`, `read_head_tail`, `stat`, `stat_many`
 and `sha256_file` hand a cell's path here, so header probes, freshness checks and
@@ -13,6 +13,7 @@ and `sha256_file` hand a cell's path here, so header probes, freshness checks an
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import os
 import re
@@ -25,7 +26,7 @@ from . import local
 
 _MARK = "#row="  # in every cell's path: paths without it are files, without a regex match
 _CELL = re.compile(r"^(?P<file>.+\.(?:parquet|arrow))#row=(?P<row>\d+)&column=(?P<column>[^&#]+)$")
-KEPT_BYTES = 64 << 20  # decoded row groups each process keeps, per file opened (at least one)
+KEPT_BYTES = 512 << 20  # decoded row groups each process keeps, all files together
 
 
 def cell_key(file: str, row: int, column: str) -> str:
@@ -92,33 +93,54 @@ def _parsed(path: str | os.PathLike) -> tuple[str, int, str]:
 
 
 class _Parquet:
-    """An open Parquet file: row groups found by row, the last ones read kept decoded."""
+    """An open Parquet file: row groups found by row, read whole into the process's `_Kept`."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, state: tuple[int, int]) -> None:
         import pyarrow.parquet as pq
 
+        self.key = (path, *state)  # what its kept row groups are filed under
         self.file = pq.ParquetFile(path)
         starts, start = [], 0
         for i in range(self.file.num_row_groups):
             starts.append(start)
             start += self.file.metadata.row_group(i).num_rows
         self.starts, self.rows = starts, start
-        self.kept: OrderedDict[tuple[int, str], object] = OrderedDict()
-        self.lock = threading.Lock()
 
     def value(self, row: int, column: str) -> bytes:
         if not 0 <= row < self.rows:
             raise OSError(f"row {row} is past the file's {self.rows} rows")
-        group = next(i for i in range(len(self.starts) - 1, -1, -1) if self.starts[i] <= row)
-        with self.lock:
-            array = self.kept.pop((group, column), None)
-            if array is None:
-                _check_column(self.file.schema_arrow.names, column)
-                array = self.file.read_row_group(group, columns=[column]).column(column)
-            self.kept[(group, column)] = array
-            while len(self.kept) > 1 and sum(a.nbytes for a in self.kept.values()) > KEPT_BYTES:
-                self.kept.popitem(last=False)
+        group = bisect.bisect_right(self.starts, row) - 1
+        array = _KEPT.get((*self.key, group, column), lambda: self._read(group, column))
         return _bytes_of(array[row - self.starts[group]], column, row)
+
+    def _read(self, group: int, column: str):
+        _check_column(self.file.schema_arrow.names, column)
+        return self.file.read_row_group(group, columns=[column]).column(column)
+
+
+class _Kept:
+    """Row groups read last, whatever their file, up to `KEPT_BYTES` (at least one): a pack's
+    shuffle sends each worker rows from all over a dataset, so a row group read once is kept
+    for the rows of it that come later rather than read again for each."""
+
+    def __init__(self) -> None:
+        self.arrays: OrderedDict[tuple, object] = OrderedDict()
+        self.bytes = 0
+        self.lock = threading.Lock()
+
+    def get(self, key: tuple, read):
+        with self.lock:
+            array = self.arrays.pop(key, None)
+            if array is None:
+                array = read()
+                self.bytes += array.nbytes
+            self.arrays[key] = array
+            while len(self.arrays) > 1 and self.bytes > KEPT_BYTES:
+                self.bytes -= self.arrays.popitem(last=False)[1].nbytes
+            return array
+
+
+_KEPT = _Kept()
 
 
 class _Arrow:
@@ -156,10 +178,10 @@ def _bytes_of(scalar, column: str, row: int) -> bytes:
     return value
 
 
-@lru_cache(maxsize=16)
+@lru_cache(maxsize=128)
 def _opened(path: str, size: int, mtime_ns: int) -> _Parquet | _Arrow:
     """The file opened once per process (again when its size or time changes)."""
     try:
-        return _Arrow(path) if path.endswith(".arrow") else _Parquet(path)
+        return _Arrow(path) if path.endswith(".arrow") else _Parquet(path, (size, mtime_ns))
     except ValueError as exc:  # pyarrow's ArrowInvalid: not a Parquet or Arrow file
         raise OSError(f"cannot open {os.path.basename(path)}: {exc}") from None

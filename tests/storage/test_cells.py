@@ -57,7 +57,10 @@ def test_storage_reads_stats_and_hashes_a_cell_as_a_file(parquet):
     assert storage.read_head_tail(cell, 1000, 5) == (data, b"")
     assert storage.read_bytes(cell) == data
     assert storage.read_with_stat(cell) == (data, *storage.stat(parquet))
-    rels = ["data/train-00000-of-00001.parquet#row=1&column=raw", "data/gone.parquet#row=0&column=a"]
+    rels = [
+        "data/train-00000-of-00001.parquet#row=1&column=raw",
+        "data/gone.parquet#row=0&column=a",
+    ]
     found = storage.stat_many(parquet.parent.parent, [*rels, "data/train-00000-of-00001.parquet"])
     assert found == {
         rels[0]: storage.stat(parquet),
@@ -83,3 +86,18 @@ def test_what_is_not_there(parquet, tmp_path):
     (tmp_path / "junk.parquet").write_bytes(b"not parquet at all")
     with pytest.raises(OSError, match=r"cannot open junk\.parquet"):
         cells.read_bytes(f"{tmp_path}/junk.parquet#row=0&column=image")
+
+
+def test_row_groups_read_once_are_kept_within_the_budget(parquet, monkeypatch):
+    kept = cells._KEPT
+    state = storage.stat(parquet)
+
+    def groups_kept() -> set[int]:
+        return {key[3] for key in kept.arrays if key[:3] == (str(parquet), *state)}
+
+    for row in (6, 0, 4, 3, 1, 5, 2):  # the order a pack's shuffle asks in
+        assert storage.read_bytes(f"{parquet}#row={row}&column=image") == CELLS[row]["bytes"]
+    assert groups_kept() == {0, 1, 2}
+    monkeypatch.setattr(cells, "KEPT_BYTES", 1)
+    assert storage.read_bytes(f"{parquet}#row=0&column=raw") == CELLS[0]["bytes"]
+    assert len(kept.arrays) == 1 and kept.bytes == next(iter(kept.arrays.values())).nbytes
