@@ -1,5 +1,4 @@
-"""The remote storage backend: object stores and other fsspec file systems (s3://, gs://,
-hf:// through huggingface_hub's file system, ...).
+"""The remote storage backend: object stores and other fsspec file systems (s3://, gs://, ...).
 
 The same functions as `storage.local`, over fsspec, so that a pack, its sources and its
 manifest can live in a bucket. Objects appear only complete: a file is written to a local
@@ -31,7 +30,8 @@ from .url import url_scheme
 STREAM_BLOCK = 1 << 20  # bytes per read of a streamed GET: 1 MB beat 4 MB by ~15% on moto
 
 _INSTALL = {"s3": "s3fs", "gs": "gcsfs", "gcs": "gcsfs", "hf": "huggingface_hub"}
-_PIP = {"hf": "pip install huggingface_hub"}  # what installs it, where packer[remote] does not
+_PIP = {"hf": "huggingface_hub"}  # what to pip install for a backend packer[remote] lacks
+_REMOTE = "'packer[remote]'"
 _CREDENTIAL_HINT = {
     "s3": "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, ~/.aws/credentials "
     "or an instance role",
@@ -48,11 +48,8 @@ def _fs(url: str):
         return fsspec.filesystem(scheme, use_listings_cache=False)
     except ImportError as exc:
         package = _INSTALL.get(scheme, f"an fsspec backend for {scheme}://")
-        pip = _PIP.get(scheme, "pip install 'packer[remote]'")
-        raise StorageError(
-            f"{url}: remote paths ({scheme}://) need {package}, which is not installed "
-            f"({pip}): {exc}"
-        ) from None
+        hint = f"need {package}, which is not installed (pip install {_PIP.get(scheme, _REMOTE)})"
+        raise StorageError(f"{url}: remote paths ({scheme}://) {hint}: {exc}") from None
 
 
 def _bucket(url: str) -> str:
