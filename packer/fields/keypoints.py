@@ -146,7 +146,7 @@ class Keypoints(FieldKind):
         draw = tile.draw()
         sx, sy = tile.scale
         edges = tile.skeleton
-        for k, points in enumerate(np.asarray(value, np.float64).reshape(len(value), -1, 3)):
+        for k, points in enumerate(np.asarray(value, np.float64)):
             color = tile.object_color(k)
             xy = points[:, :2] * (sx, sy)
             for a, b in edges:
