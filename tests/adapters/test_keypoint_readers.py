@@ -53,7 +53,7 @@ def test_torch_gives_torchvision_keypoints_per_image(pack, workers):
 
 def test_keras_and_tf_pad_keypoints_to_max_boxes(pack):
     want = _objects(pack)
-    images, targets = packer.keras.PackedSequence(pack, batch_size=4, shuffle=False)[0]
+    _, targets = packer.keras.PackedSequence(pack, batch_size=4, shuffle=False)[0]
     assert set(targets) == {"boxes", "labels", "keypoints"}
     slots = targets["boxes"].shape[1]
     assert targets["keypoints"].shape == (4, slots, K, 3)
