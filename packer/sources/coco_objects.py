@@ -26,11 +26,9 @@ from .model import AnnotationOptions, Found, Tree
 from .objects import ObjectsRecipe, SourceObject
 from .recipes import Reader, digest_of
 
-# One annotation: (annotation id, class index, crowd, (x1, y1, x2, y2), shape or None,
-# keypoints flat x, y, v in continuous pixels or None).
-Annotation = tuple[
-    int, int, bool, tuple[float, float, float, float], tuple | None, tuple[float, ...] | None
-]
+# One annotation: (annotation id, class index, crowd, (x1, y1, x2, y2), shape or None), and
+# under the keypoints task its keypoints (flat x, y, v in continuous pixels) after them.
+Annotation = tuple
 
 
 def _box(annotation: dict) -> tuple[float, float, float, float] | str:
@@ -121,7 +119,8 @@ def annotations_of(
             problems.append(f"{where}: {reason}")
             continue
         number = int(aid) if aid is not None else -1
-        kept.append((number, classes[category], is_crowd, box, shape, kept_points))
+        points_part = () if kept_points is None else (kept_points,)
+        kept.append((number, classes[category], is_crowd, box, shape, *points_part))
     return tuple(kept), tuple(problems)
 
 
@@ -149,8 +148,8 @@ class CocoObjects(ObjectsRecipe):
                 f"{size[0]}x{size[1]}"
             )
         found = [
-            SourceObject(label, box, shape, crowd, points=points)
-            for _, label, crowd, box, shape, points in self.annotations
+            SourceObject(a[1], a[3], a[4], a[2], points=a[5] if len(a) > 5 else None)
+            for a in self.annotations
         ]
         return found, list(self.problems)
 
