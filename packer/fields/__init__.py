@@ -13,6 +13,7 @@ from .boxes import Boxes
 from .class_id import ClassId
 from .flag import Flag
 from .image import Image
+from .keypoints import Keypoints
 from .kind import GEOMETRIES, FieldKind
 from .mask import Mask
 from .object_class import ObjectClass
@@ -21,7 +22,18 @@ from .pixels import Pixels
 
 BUILTIN: dict[str, type[FieldKind]] = {
     k.name: k
-    for k in (FieldKind, Image, Mask, ClassId, Boxes, ObjectClass, Flag, ObjectMask, Pixels)
+    for k in (
+        FieldKind,
+        Image,
+        Mask,
+        ClassId,
+        Boxes,
+        ObjectClass,
+        Flag,
+        ObjectMask,
+        Pixels,
+        Keypoints,
+    )
 }
 _KINDS: dict[str, FieldKind] = {name: cls() for name, cls in BUILTIN.items()}
 
@@ -57,6 +69,7 @@ def _reduce_field(field: Field) -> tuple:
     """Pickle a field with its kind when that is not built in, so that a worker process
     started by spawn knows a kind the parent registered."""
     args = (field.name, field.shape, field.dtype, field.ragged, field.packing, field.kind)
+    args += (field.flip_order,) if field.flip_order else ()
     if field.kind in BUILTIN:
         return Field, args
     return _field_with_kind, (args, get(field.kind))

@@ -264,6 +264,7 @@ class Converter:
             image.placement,
             self.config.task == "instances",
             self.config.min_box_size,
+            next((f.shape[0] for f in self.config.fields if f.kind == "keypoints"), 0),
         )
         dropped = [_dropped(p, recipe) for p in problems]
         dropped += [{"path": sample.image, "object": i, "reason": why} for i, why in geometry]

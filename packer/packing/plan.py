@@ -248,6 +248,7 @@ def make_plan(
         geometry.size,
         mask_dtype(table and len(table), ignore_index),
         (kinds.stored.dtype, kinds.stored.bands),
+        found.keypoints,
     )
     _check_fields(format, fields, fmt_options)
     stored = (kinds.stored.dtype, kinds.stored.bands)
