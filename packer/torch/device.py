@@ -245,16 +245,15 @@ def detection_tensors(
     target's (`[B, ...]`, as given) row of that image."""
     sizes = counts.tolist()
     names = (*fields, *(fixed or ()))
-    # one tensor per field, split into views: the per-image tensors are most of a small
-    # batch's cost (~0.5 us each), a fifth less made without grad mode's view bookkeeping
-    # (the views of a tensor that needs no grad behave the same), split_with_sizes being
-    # the cheapest split (Tensor.split's Python wrapper costs a fifth more)
-    with torch.no_grad():
-        split = [
-            torch.from_numpy(v.astype(torch_dtype(v.dtype), copy=False)).split_with_sizes(sizes)
-            for v in fields.values()
-        ]
-        split += [torch.from_numpy(v).unbind(0) for v in (fixed or {}).values()]
+    # one tensor per field, split: the per-image tensors are most of a small batch's cost.
+    # unsafe_split_with_sizes makes the same views of its memory without autograd's view
+    # records, a quarter faster; safe, as its documentation says, while only its outputs
+    # are modified in place (the tensor split is made here and handed to no one)
+    split = [
+        torch.from_numpy(v.astype(torch_dtype(v.dtype), copy=False)).unsafe_split_with_sizes(sizes)
+        for v in fields.values()
+    ]
+    split += [torch.from_numpy(v).unbind(0) for v in (fixed or {}).values()]
     # every split has len(sizes) parts by construction; map over zip builds the dicts in
     # two thirds of a comprehension's time (zip's strict check would double it)
     return channels(torch.from_numpy(images), layout), list(
