@@ -19,8 +19,16 @@ the same pack read with 0 workers (what the hand-off itself costs). Instances ba
 one uint8 H x W mask per object, unpacked from bits: at 57 objects an image that is 19 times
 the image's own bytes, so their ratio measures the masks' bytes, not the hand-off.
 
+A second table gives, per scene, what one batch's stages cost in this process (best of
+several timeit runs, microseconds): the images-only batch (torch, 0 workers), the detection
+batch, its ragged fields' read, its per-image dicts (torchvision's input: one tensor per field
+per image, made in whichever process yields the batch, the parent with workers) and the
+Keras reader's padding; and the ceiling that the dicts alone put on detection / images only,
+`images / (images + dicts)`, whatever the reading costs.
+
     python benchmarks/bench_handoff.py [--images 256] [--batch 32] [--rounds 3] [--seconds 0.5]
         [--scenes 128x128:4,128x128:57,320x240:4,320x240:57] [--readers torch0,torch2,keras2]
+        [--no-costs]
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ import statistics
 import sys
 import tempfile
 import time
+import timeit
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -122,10 +131,11 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=0.5, help="per reading per round")
     parser.add_argument("--scenes", default=SCENES, help="WxH:OBJECTS, comma-separated")
     parser.add_argument("--readers", default=",".join(READERS), help="of torch0,torch2,keras2")
+    parser.add_argument("--no-costs", action="store_true", help="skip the stage costs' table")
     args = parser.parse_args()
     readers = [READERS[r.strip()] for r in args.readers.split(",")]
     began = time.perf_counter()
-    rows = []
+    rows, costs = [], []
     with tempfile.TemporaryDirectory(prefix="packer-handoff-") as tmp:
         for number, scene in enumerate(args.scenes.split(",")):
             dims, objects = scene.split(":")
@@ -133,7 +143,10 @@ def main() -> None:
             start = time.perf_counter()
             packs = make_packs(Path(tmp) / f"scene{number}", size, int(objects), args.images)
             packed = time.perf_counter()
-            rows += measure_scene(f"{dims}, {objects} objects", packs, readers, args)
+            name = f"{dims}, {objects} objects"
+            rows += measure_scene(name, packs, readers, args)
+            if not args.no_costs:
+                costs.append(stage_costs(name, packs, args.batch))
             print(
                 f"{scene}: packed in {packed - start:.0f} s, read in "
                 f"{time.perf_counter() - packed:.0f} s",
@@ -148,6 +161,48 @@ def main() -> None:
     )
     headers = ["scene", "pack", "reader", "img/s", "/ images only", "/ 0 workers"]
     harness.report("Every field through the hand-off", headers, rows, notes)
+    if costs:
+        headers = [
+            "scene",
+            "images-only batch",
+            "detection batch",
+            "ragged read",
+            "per-image dicts",
+            "Keras padding",
+            "ceiling: images / (images + dicts)",
+        ]
+        notes = (
+            f"Microseconds a batch of {args.batch} in one process (best of 7 timeit runs), "
+            "torch with 0 workers; the dicts: `packer.torch.device.detection_tensors` on a "
+            "batch already read (4 fields: boxes, labels, iscrowd, difficult)."
+        )
+        harness.report("Where a detection batch's time goes", headers, costs, notes)
+
+
+def stage_costs(name: str, packs: dict[str, Path], batch: int) -> list:
+    """One scene's row of stage costs (microseconds a batch; see the module's docstring)."""
+    from packer.torch import PackedDataset, device
+
+    images = PackedDataset(packs["images"], batch_size=batch, seed=0)
+    detection = PackedDataset(packs["detection"], batch_size=batch, seed=0)
+    loader = detection.loader
+    pixels, fixed, fields, counts = loader.sample_batch(0)
+    padded = loader.ragged_targets(0, names=loader.padder.names)
+
+    def us(step: Callable[[], object]) -> float:
+        return min(timeit.repeat(step, number=100, repeat=7)) / 100 * 1e6
+
+    plain = us(lambda: images[0])
+    dicts = us(lambda: device.detection_tensors(pixels, fields, counts, "NHWC", fixed))
+    return [
+        name,
+        plain,
+        us(lambda: detection[0]),
+        us(lambda: loader.ragged_targets(0)),
+        dicts,
+        us(lambda: loader.padder(*padded)),
+        f"{plain / (plain + dicts):.2f}",
+    ]
 
 
 def measure_scene(name: str, packs: dict[str, Path], readers: list[str], args) -> list[list]:
