@@ -13,6 +13,7 @@ from .boxes import Boxes
 from .class_id import ClassId
 from .flag import Flag
 from .image import Image
+from .keypoints import Keypoints
 from .kind import GEOMETRIES, FieldKind
 from .mask import Mask
 from .multi_hot import MultiHot
@@ -33,6 +34,7 @@ BUILTIN: dict[str, type[FieldKind]] = {
         Flag,
         ObjectMask,
         Pixels,
+        Keypoints,
         MultiHot,
         Numbers,
     )
@@ -71,13 +73,17 @@ def _reduce_field(field: Field) -> tuple:
     """Pickle a field with its kind when that is not built in, so that a worker process
     started by spawn knows a kind the parent registered."""
     args = (field.name, field.shape, field.dtype, field.ragged, field.packing, field.kind)
+    args += (field.flip_order,) if field.flip_order else ()
     if field.kind in BUILTIN:
         return Field, args
     return _field_with_kind, (args, get(field.kind))
 
 
 def _field_with_kind(args: tuple, kind: FieldKind) -> Field:
-    register(kind)
+    """A field whose kind came with it: registered unless this process knows that name
+    already (a forked worker has the parent's own kind)."""
+    if kind.name not in _KINDS:
+        register(kind)
     return Field(*args)
 
 

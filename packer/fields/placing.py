@@ -133,7 +133,8 @@ def planes(value, dtype: str, frame: Frame) -> np.ndarray:
 def coordinates(value, dtype: str, frame: Frame, boxes: bool) -> np.ndarray:
     """Rows `[N, ..., k]` whose last axis starts with x, y (boxes: x1, y1, x2, y2) in the
     image's continuous pixel coordinates, moved as its pixels are, in float64: (x - cx0) * w /
-    cw + ox, as packed boxes are; boxes clipped to the pasted area. Other columns stay."""
+    cw + ox, as packed boxes are; boxes clipped to the pasted area. Other columns stay, but a
+    point's third (its visibility) becomes 0 when it lands outside the pasted area."""
     array = np.asarray(value, np.float64)
     columns = 4 if boxes else 2
     if array.ndim < 2 or array.shape[-1] < columns:
@@ -152,5 +153,9 @@ def coordinates(value, dtype: str, frame: Frame, boxes: bool) -> np.ndarray:
     if boxes:
         xy = np.clip(xy, np.array([ox, oy] * 2), np.array([ox + w, oy + h] * 2))
     moved[..., :columns] = xy
+    if not boxes and array.shape[-1] >= 3:
+        x, y = xy[..., 0], xy[..., 1]
+        outside = (x < ox) | (x > ox + w) | (y < oy) | (y > oy + h)
+        moved[..., 2] = np.where(outside, 0.0, moved[..., 2])
     target = np.dtype(dtype)
     return fitted(moved.astype(target) if target.kind == "f" else moved, dtype)

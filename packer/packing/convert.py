@@ -31,7 +31,6 @@ from ..imaging.kinds import AUTO, Conversion
 from ..labels import ClassTable, LabelMapper
 from ..schema import Field
 from ..sources import MaskRecipe, ObjectsRecipe, Sample, mask_key
-from ..sources.hf_cells import read_with_stat as read_file_or_cell
 from ..sources.model import sample_files
 from . import prefetch, stats
 from .kinds import ImageKinds
@@ -100,7 +99,7 @@ class Converter:
         read = prefetch.Fetcher(  # sources at a URL: the next files requested ahead
             config.root,
             [p for s in task.samples for p in sample_files(s)],
-            read_file_or_cell,  # files, and images inside Parquet/Arrow files (hf_cells)
+            storage.read_with_stat,
         )
         try:
             for sample in task.samples:
@@ -265,6 +264,7 @@ class Converter:
             image.placement,
             self.config.task == "instances",
             self.config.min_box_size,
+            next((f.shape[0] for f in self.config.fields if f.kind == "keypoints"), 0),
         )
         dropped = [_dropped(p, recipe) for p in problems]
         dropped += [{"path": sample.image, "object": i, "reason": why} for i, why in geometry]

@@ -251,9 +251,8 @@ def make_plan(
     if found.fields is not None:  # a list with columns: each column's field
         fields = listed_fields(found, geometry.size, stored, o.max_pixels)
     else:
-        fields = fields_for(
-            found.task, geometry.size, mask_dtype(table and len(table), ignore_index), stored
-        )
+        dtype = mask_dtype(table and len(table), ignore_index)
+        fields = fields_for(found.task, geometry.size, dtype, stored, found.keypoints)
     _check_fields(format, fields, fmt_options)
     recorded = {
         "format": format,

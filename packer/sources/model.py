@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import SourceError
+from ..fields.keypoints import Skeleton
 from ..flags import flag
 from ..labels import ClassTable
 from .recipes import MaskRecipe, mask_files
@@ -88,6 +89,7 @@ class SourceScan:
     why: str = ""  # how the layout was recognised, for a dry run
     task_why: str = ""  # why this task, and what another --task would give, for a dry run
     left_out: list[str] = field(default_factory=list)  # what the source holds, never stored
+    keypoints: Skeleton | None = None  # the points of a keypoints pack (names, skeleton, flips)
     fields: ListedFields | None = None  # the samples carry values of these fields (not a preset)
 
 
@@ -144,6 +146,7 @@ class Found:
     # What the source holds that no field of the task stores (YOLO pose keypoints), one line
     # each: said by the pack's summary and recorded in the manifest's `left_out`.
     left_out: list[str] = field(default_factory=list)
+    keypoints: Skeleton | None = None  # with task keypoints: what its K points are
     # A source whose samples carry values (a list with columns): its fields, and each item's
     # values by its image path.
     fields: ListedFields | None = None
