@@ -12,6 +12,9 @@ right before every timed run (warm page cache), in interleaved rounds:
   PackedSequence     the Keras reader over the npy pack
   tf.dataset npy     `packer.tf.dataset`, a new iterator every epoch (as Keras' fit makes one)
   tf.dataset tfrec   the same over the uncompressed TFRecord pack (random access, its default)
+  tf.dataset npy, in a tf.function
+                     the same dataset consumed by a loop inside a `tf.function`, as Keras'
+                     fit takes its batches (no Python per batch on the training side)
   tf.dataset npy, one copy thread
                      tf.dataset npy with the shard reads' copy left on the calling thread
                      (`gather.MIN_BYTES_PER_THREAD` raised for its runs): what the split of a
@@ -57,7 +60,8 @@ from packer.reading import gather
 BATCH = 16
 GOALS = {"copy ceiling": 0.8, "PackedSequence": 0.9}  # tf.dataset over each, issue 39
 ONE_THREAD = "tf.dataset npy, one copy thread"
-READERS = ("PackedSequence", "tf.dataset npy", "tf.dataset tfrec", ONE_THREAD)
+IN_GRAPH = "tf.dataset npy, in a tf.function"
+READERS = ("PackedSequence", "tf.dataset npy", "tf.dataset tfrec", IN_GRAPH, ONE_THREAD)
 
 Epoch = Callable[[], int]  # reads one epoch, returns the samples read
 
@@ -93,6 +97,16 @@ def epochs(packs: dict[str, Path]) -> dict[str, Epoch]:
 
     npy = tf_epoch(datasets["tf.dataset npy"])
 
+    @tf.function
+    def consume(dataset: tf.data.Dataset) -> tf.Tensor:
+        samples = tf.constant(0, tf.int64)
+        for images, _ in dataset:
+            samples += tf.shape(images, out_type=tf.int64)[0]
+        return samples
+
+    def in_graph() -> int:
+        return int(consume(datasets["tf.dataset npy"]))
+
     def one_thread() -> int:
         split = gather.MIN_BYTES_PER_THREAD
         gather.MIN_BYTES_PER_THREAD = 1 << 62  # no batch is large enough to split
@@ -104,7 +118,7 @@ def epochs(packs: dict[str, Path]) -> dict[str, Epoch]:
     return (
         {"PackedSequence": lambda: harness.sequence_epoch(seq)}
         | {name: tf_epoch(ds) for name, ds in datasets.items()}
-        | {ONE_THREAD: one_thread}
+        | {IN_GRAPH: in_graph, ONE_THREAD: one_thread}
     )
 
 
