@@ -14,7 +14,13 @@ from pathlib import Path
 import packer
 
 ROOT = Path(packer.__file__).parent
-TORCH_ADAPTER = {"torch/dataset.py", "torch/compat.py", "torch/device.py", "torch/pinning.py"}
+TORCH_ADAPTER = {
+    "torch/dataset.py",
+    "torch/compat.py",
+    "torch/device.py",
+    "torch/pinning.py",
+    "torch/slots.py",
+}
 MAX_LINES = 400
 
 Edges = dict[str, dict[str, str]]  # module -> {module it imports: where, "file:line import"}

@@ -38,6 +38,7 @@ from ..reading.position import ENCODED_LENGTH, Pass
 from . import compat as torch_compat
 from . import device as torch_device
 from .options import TARGET_DTYPES, IterableOptions, TorchOptions
+from .slots import Handed, SlotFilling, as_tensors
 
 
 def _target_dtype(name: str | torch.dtype | None, one_hot: bool) -> np.dtype:
@@ -51,7 +52,7 @@ def _target_dtype(name: str | torch.dtype | None, one_hot: bool) -> np.dtype:
     return np.dtype(text)
 
 
-class _Packed:
+class _Packed(SlotFilling):
     """What both datasets share: the Loader, tensors out of its batches, epoch and state."""
 
     def __init__(
@@ -155,7 +156,7 @@ class _Packed:
             torch.from_numpy(np.empty(0, self._target_dtype)).dtype,
         )
 
-    def _batch(self, index: int) -> tuple[torch.Tensor, torch.Tensor] | _Handed:
+    def _batch(self, index: int) -> tuple[torch.Tensor, torch.Tensor] | Handed:
         """Batch `index` of the current epoch: tensors, or in a DataLoader worker a parcel of
         a shared slot that becomes those tensors in the process that unpickles it."""
         worker = get_worker_info()
@@ -174,7 +175,7 @@ class _Packed:
         names = self._names()
         if worker is None or not handoff.AVAILABLE:
             images, targets = self.loader.batch(index)
-            return _tensors([images, *self._cast(targets)], self.layout, names)
+            return as_tensors([images, *self._cast(targets)], self.layout, names)
         self._start_worker()
         raw = self.loader.augment is None and self.loader.transform.normalizer.mode is None
         slot = self._read_into_slot(index) if raw else None
@@ -187,11 +188,11 @@ class _Packed:
                 + [(t.shape, d) for t, d in zip(listed, dtypes, strict=True)]
             )
             if slot is None:  # every slot still held by the consumer: the ordinary way
-                return _tensors([images, *self._cast(targets)], self.layout, names)
+                return as_tensors([images, *self._cast(targets)], self.layout, names)
             np.copyto(slot.arrays[0], images)
             for target, values in zip(slot.arrays[1:], listed, strict=True):
                 np.copyto(target, values, casting="unsafe")
-        return _Handed(self._sender.parcel(slot), slot.arrays, self.layout, names=names)
+        return Handed(self._sender.parcel(slot), slot.arrays, self.layout, names=names)
 
     def _names(self) -> tuple[str, ...] | None:
         """A fixed-field pack's target names when they are a dict (None: a single array)."""
@@ -209,7 +210,7 @@ class _Packed:
             for name, values in zip(self.loader.targets.fixed, self._listed(targets), strict=True)
         ]
 
-    def _raw_batch(self, index: int) -> torch_device.DeviceBatch | _Handed:
+    def _raw_batch(self, index: int) -> torch_device.DeviceBatch | Handed:
         """Batch `index` unaugmented with its drawn parameters, to be augmented on the device
         when it is unpacked (see `torch_device`); from a worker through a slot."""
         params = self.loader.draw(index)
@@ -217,159 +218,12 @@ class _Packed:
             self._start_worker()
             slot = self._read_into_slot(index, raw_targets=True)
             if slot is not None:
-                return _Handed(self._sender.parcel(slot), slot.arrays, self.layout,
+                return Handed(self._sender.parcel(slot), slot.arrays, self.layout,
                                (params, self._finish))  # fmt: skip
         arrays = self.loader.read(index)
         targets = arrays[self.loader.targets.single]
         images = arrays[self.loader.targets.input]
         return torch_device.from_arrays([images, targets], params, self._finish)
-
-    def _objects_into_slot(self, index: int) -> _Handed | None:
-        """A ragged (detection) batch in a free slot: the images, each image's object count,
-        every ragged field as one array of all the batch's rows (values + counts) and every
-        fixed target `[B, ...]`, to be split per image where it lands, so that no per-image
-        tensor crosses on its own. Images and fixed targets as stored are read straight into
-        the slot. None while every slot is held."""
-        self._start_worker()
-        loader, raw = self.loader, self._finish is not None
-        targets = loader.targets
-        as_stored = raw or (loader.augment is None and loader.transform.identity)
-        reader_fields = {f.name: f for f in loader.split.reader.fields}
-        if as_stored:
-            fields, counts = loader.ragged_targets(index)
-            fixed = {
-                name: ((len(counts), *reader_fields[name].shape), reader_fields[name].dtype)
-                for name in (targets.input, *targets.fixed)
-            }
-            images_spec = fixed.pop(targets.input)
-            fixed_specs = [(shape, self._dtypes[name]) for name, (shape, _) in fixed.items()]
-        else:
-            images, expanded, fields, counts = loader.sample_batch(index)
-            images_spec = (images.shape, images.dtype)
-            fixed_specs = [(v.shape, self._dtypes[k]) for k, v in expanded.items()]
-        specs = [images_spec, (counts.shape, np.int64)]
-        specs += [(v.shape, torch_device.torch_dtype(v.dtype)) for v in fields.values()]
-        slot = self._sender.take(specs + fixed_specs)
-        if slot is None:
-            return None
-        placed = slot.arrays[2 + len(fields) :]  # the fixed targets' places in the slot
-        if as_stored:
-            out = {targets.input: slot.arrays[0]}  # straight into the slot where stored so
-            for name, target in zip(targets.fixed, placed, strict=True):
-                f = reader_fields[name]
-                same = target.dtype == np.dtype(f.dtype)
-                out[name] = target if same else np.empty((len(counts), *f.shape), f.dtype)
-            out |= {  # any other fixed field read beside them
-                name: np.empty((len(counts), *f.shape), f.dtype)
-                for name, f in reader_fields.items()
-                if name not in out
-            }
-            loader.read(index, out=out)
-            expanded = {name: out[name] for name in targets.fixed}
-        else:
-            np.copyto(slot.arrays[0], images)
-        values = [counts, *fields.values(), *expanded.values()]
-        for target, value in zip(slot.arrays[1:], values, strict=True):
-            if target is not value:
-                np.copyto(target, value, casting="unsafe")
-        device = (loader.draw(index), self._finish) if raw else None
-        parcel = self._sender.parcel(slot)
-        names = (tuple(fields), targets.fixed)
-        return _Handed(parcel, slot.arrays, self.layout, device, names)
-
-    def _start_worker(self) -> None:
-        """In a DataLoader worker, once: its ring of slots. (Not OpenCV's thread count: in a
-        forked worker, cv2.setNumThreads can hang on the thread pool the fork copied.)"""
-        if self._sender is None:
-            self._sender = handoff.Sender()
-
-    def _read_into_slot(self, index: int, raw_targets: bool = False) -> handoff.Slot | None:
-        """Images read straight into a free slot (one copy), each target field beside them:
-        as stored with `raw_targets` or when stored is what is asked (one copy too), else as
-        the transform makes them."""
-        loader, transform = self.loader, self.loader.transform
-        targets = loader.targets
-        count = len(loader.indices(index))
-        fields = {f.name: ((count, *f.shape), f.dtype) for f in loader.split.reader.fields}
-        names = (targets.single,) if raw_targets else targets.fixed
-        as_stored = raw_targets or (
-            transform.one_hot is None
-            and all(np.dtype(fields[name][1]) == self._dtypes[name] for name in names)
-        )
-        specs = [fields[name] for name in names]
-        if not as_stored:
-            specs = [
-                (shape + (transform.num_classes,) * (transform.one_hot is not None
-                                                     and name in targets.class_ids),
-                 self._dtypes[name])
-                for name, (shape, _) in zip(names, specs, strict=True)
-            ]  # fmt: skip
-        slot = self._sender.take([fields[targets.input], *specs])
-        if slot is not None:
-            out = {targets.input: slot.arrays[0]}  # straight into the slot, as the targets...
-            if as_stored:  # ...when they are stored as asked
-                out |= dict(zip(names, slot.arrays[1:], strict=True))
-            out |= {name: np.empty(*spec) for name, spec in fields.items() if name not in out}
-            arrays = loader.read(index, out=out)
-            if not as_stored:
-                made = self._listed(transform(arrays)[1])
-                for target, values in zip(slot.arrays[1:], made, strict=True):
-                    np.copyto(target, values, casting="unsafe")
-        return slot
-
-
-def _tensors(
-    arrays: list[np.ndarray], layout: str, names: tuple[str, ...] | None = None
-) -> tuple[torch.Tensor, torch.Tensor | dict[str, torch.Tensor]]:
-    """(images, targets) tensors sharing the arrays' memory (`[images, *targets]`); NCHW as a
-    channels_last view. Targets: the one array, or with `names` a dict of them."""
-    images = torch_device.channels(torch.from_numpy(arrays[0]), layout)
-    if names is None:
-        return images, torch.from_numpy(arrays[1])
-    return images, {name: torch.from_numpy(a) for name, a in zip(names, arrays[1:], strict=True)}
-
-
-class _Handed:
-    """A batch in a worker's slot: pickled, it travels as the slot; unpickled, it is tensors
-    (or, with `device` = (params, finish), a DeviceBatch to be augmented where it lands).
-    With `objects` (the names of a ragged batch's ragged fields and fixed targets) the slot
-    holds images, object counts, one array per ragged field and one per fixed target, split
-    per image where it lands; with `names`, a fixed-field batch's targets as a dict."""
-
-    def __init__(
-        self,
-        parcel: handoff.Parcel,
-        arrays: list[np.ndarray],
-        layout: str,
-        device: tuple | None = None,
-        objects: tuple[tuple[str, ...], tuple[str, ...]] | None = None,
-        names: tuple[str, ...] | None = None,
-    ) -> None:
-        self.parcel, self.arrays, self.layout, self.device = parcel, arrays, layout, device
-        self.objects, self.names = objects, names
-
-    def __reduce__(self) -> tuple:
-        return _built, (self.parcel, self.layout, self.device, self.objects, self.names)
-
-    def __iter__(self):
-        """`images, targets = batch` in the worker too (a collate_fn of one's own): tensors
-        there, which then travel the ordinary way."""
-        return iter(_built(self.arrays, self.layout, self.device, self.objects, self.names))
-
-
-def _built(
-    arrays: list[np.ndarray],
-    layout: str,
-    device: tuple | None,
-    objects: tuple | None,
-    names: tuple[str, ...] | None = None,
-):
-    """A handed batch from its slot's arrays: see `_Handed`."""
-    if objects is not None:
-        return torch_device.objects_from_arrays(arrays, objects, layout, device)
-    if device is not None:
-        return torch_device.from_arrays(arrays, *device)
-    return _tensors(arrays, layout, names)
 
 
 @takes(TorchOptions)

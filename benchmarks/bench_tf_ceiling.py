@@ -1,0 +1,279 @@
+"""`packer.tf.dataset` against the copy ceiling and `PackedSequence`, side by side in one run,
+and where a tf.data batch's CPU time goes.
+
+One source (CamVid, or a synthetic CamVid-like one without ../shared/data) with each train
+file listed `--tile` times (links), packed as npy and as uncompressed TFRecord at 480x352.
+Contenders, each timed over whole epochs of shuffled uint8 batches of 16, shard files read
+right before every timed run (warm page cache), in interleaved rounds:
+
+  copy ceiling       np.copyto of the same bytes per batch out of a RAM array, a thread per
+                     core, into two buffers in turn (the loop holds batch i, asks for i+1)
+  copy, 8 buffers    the same into eight buffers in turn (what tf.data keeps in flight)
+  PackedSequence     the Keras reader over the npy pack
+  tf.dataset npy     `packer.tf.dataset`, a new iterator every epoch (as Keras' fit makes one)
+  tf.dataset tfrec   the same over the uncompressed TFRecord pack (random access, its default)
+  tf.dataset npy, in a tf.function
+                     the same dataset consumed by a loop inside a `tf.function`, as Keras'
+                     fit takes its batches (no Python per batch on the training side)
+  tf.dataset npy, one copy thread
+                     tf.dataset npy with the shard reads' copy left on the calling thread
+                     (`gather.MIN_BYTES_PER_THREAD` raised for its runs): what the split of a
+                     batch's copy among the gather's threads costs inside a tf.data function
+
+Ratios are paired round by round and reported as the median and range. Every reader run also
+records the process's CPU time (all threads) per batch: on a shared machine whose cores are
+all busy, a reader's share of the wall clock follows its CPU time per batch, so the CPU
+column says what the wall ratio converges to under load.
+
+Then where a batch's CPU goes, each measured on its own over the same epochs: the read (the
+shard readers' copy on the calling thread, inside `PackedSequence` and inside the tf.data
+function), tf.data's fixed cost of one element (`from_tensors(ready arrays).repeat`, iterated
+in Python) and of the one `tf.numpy_function` per batch handing back ready arrays.
+
+    python benchmarks/bench_tf_ceiling.py [--src DIR] [--tile 14] [--rounds 7] [--seconds 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import bench_read
+import harness
+import numpy as np
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import tensorflow as tf
+
+import packer
+import packer.tf
+from packer.reading import gather
+
+BATCH = 16
+GOALS = {"copy ceiling": 0.8, "PackedSequence": 0.9}  # tf.dataset over each, issue 39
+ONE_THREAD = "tf.dataset npy, one copy thread"
+IN_GRAPH = "tf.dataset npy, in a tf.function"
+READERS = ("PackedSequence", "tf.dataset npy", "tf.dataset tfrec", IN_GRAPH, ONE_THREAD)
+
+Epoch = Callable[[], int]  # reads one epoch, returns the samples read
+
+
+def cpu_seconds() -> float:
+    """User and system CPU time of this process, all threads."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def make_packs(src: Path, root: Path) -> dict[str, Path]:
+    """The npy and uncompressed TFRecord packs of `src` at the reading benchmarks' size."""
+    packs = {}
+    for fmt in ("npy", "tfrecord"):
+        ds = packer.pack(src, out=root / fmt, format=fmt, size=harness.SIZE, progress=False)
+        packs[fmt] = Path(ds.root)
+    return packs
+
+
+def epochs(packs: dict[str, Path]) -> dict[str, Epoch]:
+    """One epoch of each reader, returning the samples read."""
+    seq = harness.open_sequence(packs["npy"], BATCH)
+    datasets = {
+        name: packer.tf.dataset(packs[fmt], batch_size=BATCH, seed=0)
+        for name, fmt in (("tf.dataset npy", "npy"), ("tf.dataset tfrec", "tfrecord"))
+    }
+
+    def tf_epoch(dataset: tf.data.Dataset) -> Epoch:
+        def epoch() -> int:
+            return sum(int(images.shape[0]) for images, _ in dataset)
+
+        return epoch
+
+    npy = tf_epoch(datasets["tf.dataset npy"])
+
+    @tf.function
+    def consume(dataset: tf.data.Dataset) -> tf.Tensor:
+        samples = tf.constant(0, tf.int64)
+        for images, _ in dataset:
+            samples += tf.shape(images, out_type=tf.int64)[0]
+        return samples
+
+    def in_graph() -> int:
+        return int(consume(datasets["tf.dataset npy"]))
+
+    def one_thread() -> int:
+        split = gather.MIN_BYTES_PER_THREAD
+        gather.MIN_BYTES_PER_THREAD = 1 << 62  # no batch is large enough to split
+        try:
+            return npy()
+        finally:
+            gather.MIN_BYTES_PER_THREAD = split
+
+    return (
+        {"PackedSequence": lambda: harness.sequence_epoch(seq)}
+        | {name: tf_epoch(ds) for name, ds in datasets.items()}
+        | {IN_GRAPH: in_graph, ONE_THREAD: one_thread}
+    )
+
+
+def side_by_side(packs: dict[str, Path], rounds: int, seconds: float) -> tuple[dict, dict]:
+    """img/s per contender per round, and each reader's CPU microseconds per batch."""
+    readers = epochs(packs)
+    count = readers["PackedSequence"]()  # every train sample once
+    sample = harness.SIZE[0] * harness.SIZE[1] * 4  # RGB image + 1-byte mask
+    source = np.random.default_rng(1).integers(0, 256, count * sample, dtype=np.uint8)
+    threads = gather.thread_count()
+    copies = {"copy ceiling": 2, "copy, 8 buffers": 8}
+    cpu: dict[str, list[float]] = {name: [] for name in readers}
+
+    def measure(name: str, seconds: float) -> float:
+        if name in copies:
+            return harness.copy_rate(source, sample, BATCH, seconds, threads, copies[name])
+        start = cpu_seconds()
+        samples, begin = 0, time.perf_counter()
+        while time.perf_counter() - begin < seconds or samples == 0:
+            samples += readers[name]()
+        rate = samples / (time.perf_counter() - begin)
+        cpu[name].append((cpu_seconds() - start) / (samples / BATCH) * 1e6)
+        return rate
+
+    files = [f for p in packs.values() for f in p.rglob("*") if f.is_file()]
+    for epoch in readers.values():  # start-up (graphs, pools, first reads) untimed
+        epoch()
+    names = [*copies, *readers]
+    rates = harness.side_by_side(
+        {name: name for name in names},
+        seconds,
+        rounds,
+        before_each=lambda: harness.warm(files),
+        measure=lambda name, s: measure(name, s),
+    )
+    return rates, cpu
+
+
+def breakdown(packs: dict[str, Path], rounds: int) -> dict[str, list[float]]:
+    """CPU microseconds per batch of a batch's parts, each measured over whole epochs."""
+    seq = harness.open_sequence(packs["npy"], BATCH)
+    dataset = packer.tf.dataset(packs["npy"], batch_size=BATCH, seed=0)
+    passes = dataset.packer_position
+    batches = len(seq)
+    reads: list[float] = []
+
+    def timed(read: Callable) -> Callable:
+        def call(*args, **kwargs):
+            start = time.thread_time()
+            out = read(*args, **kwargs)
+            reads.append((time.thread_time() - start) * 1e6)
+            return out
+
+        return call
+
+    passes._read = timed(passes._read)  # instrumentation: the read inside the numpy_function
+    seq.loader.read = timed(seq.loader.read)
+    ready = [np.asarray(a) for a in passes._read(0, 0)]
+    dtypes = [tf.as_dtype(a.dtype) for a in ready]
+    element = tf.data.Dataset.from_tensors(tuple(tf.constant(a) for a in ready)).repeat(batches)
+    function = (
+        tf.data.Dataset.range(batches)
+        .map(lambda i: tuple(tf.numpy_function(lambda _: ready, [i], dtypes, stateful=True)))
+        .prefetch(tf.data.AUTOTUNE)
+    )
+
+    def over(dataset: tf.data.Dataset) -> Epoch:
+        return lambda: sum(1 for _ in dataset)
+
+    def sequence() -> int:
+        for i in range(batches):
+            seq[i]
+        return batches
+
+    parts = {
+        "read inside PackedSequence": sequence,
+        "read inside tf.dataset": over(dataset),
+        "tf.data element (from_tensors.repeat)": over(element),
+        "tf.data element + numpy_function of ready arrays": over(function),
+    }
+    found: dict[str, list[float]] = {name: [] for name in parts}
+    for r in range(rounds):
+        for name in harness.rotate(list(parts), r):
+            reads.clear()
+            start = cpu_seconds()
+            done = parts[name]()
+            per_batch = (cpu_seconds() - start) / done * 1e6
+            found[name].append(statistics.median(reads) if reads else per_batch)
+    return found
+
+
+def spread(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--src", type=Path, help="a CamVid-like folder (default: CamVid)")
+    parser.add_argument("--tile", type=int, default=14)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--seconds", type=float, default=2.0)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        src, name = args.src or harness.CAMVID, "CamVid"
+        if not src.is_dir():
+            src, name = bench_read.make_synthetic(tmp / "synthetic"), "CamVid-like (synthetic)"
+        name = name if args.src is None else src.name
+        src = harness.linked_copy(src, tmp / "tiled", args.tile) if args.tile > 1 else src
+        packs = make_packs(src, tmp)
+        load = os.getloadavg()[0]
+        rates, cpu = side_by_side(packs, args.rounds, args.seconds)
+        parts = breakdown(packs, args.rounds)
+        load = f"load average {load:.1f} before, {os.getloadavg()[0]:.1f} after"
+    rows = [
+        [name, statistics.median(r), statistics.median(cpu[name]) if name in cpu else ""]
+        for name, r in rates.items()
+    ]
+    harness.report(
+        f"Reading {name} x{args.tile}: img/s and CPU per batch",
+        ["contender", "img/s (median)", "CPU us/batch (median)"],
+        rows,
+        f"Interleaved rounds: {args.rounds} x {args.seconds} s; {load}.",
+    )
+    goal_rows = []
+    for reader in READERS[1:]:
+        for base, goal in GOALS.items():
+            paired = harness.ratios(rates, base)[reader]
+            goal_rows.append([reader, base, spread(paired), f">= {goal}"])
+    goal_rows += [
+        [reader, "PackedSequence, by CPU per batch", spread(
+            [s / t for s, t in zip(cpu["PackedSequence"], cpu[reader], strict=True)]
+        ), ""]
+        for reader in READERS[1:]
+    ]  # fmt: skip
+    saved = [a - b for a, b in zip(cpu["tf.dataset npy"], cpu[ONE_THREAD], strict=True)]
+    goal_rows.append([
+        ONE_THREAD, "tf.dataset npy: CPU us/batch saved, median (range); rounds saving",
+        f"{statistics.median(saved):.0f} ({min(saved):.0f}-{max(saved):.0f}); "
+        f"{sum(x > 0 for x in saved)} of {len(saved)}", "",
+    ])  # fmt: skip
+    harness.report(
+        "Ratios, paired round by round: median (range)",
+        ["reader", "over", "ratio", "goal"],
+        goal_rows,
+    )
+    harness.report(
+        "Where a batch's CPU goes (us per batch, median over rounds)",
+        ["part", "CPU us/batch"],
+        [[name, statistics.median(v)] for name, v in parts.items()],
+        "The reads are the calling thread's CPU inside each call; the tf.data rows are the "
+        "whole process's CPU per element over ready arrays (no read).",
+    )
+    os._exit(0)  # TensorFlow's iterators may wait on the GIL at interpreter exit
+
+
+if __name__ == "__main__":
+    main()
