@@ -70,10 +70,13 @@ def dry_run(plan: PackPlan, predicted: list[Rejection] | None = None) -> str:
             f"~{human_bytes((count - failing) * plan.record_bytes)}"
         )
     names = plan.table.names if plan.table else None
+    masks = any(kind_of(f).geometry == "labels" for f in plan.config.fields)
     lines.append(
         f"classes: {len(names)}: {_few(names, _CLASSES_SHOWN)}"
         if names
         else "classes: counted from the masks while packing"
+        if masks
+        else "classes: none (no field holds class ids)"
     )
     lines += [f"note:    {n}" for n in plan.notes]
     lines += _left_out_lines(s.left_out)

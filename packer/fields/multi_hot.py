@@ -37,3 +37,9 @@ class MultiHot(FieldKind):
     # --- augmentation
 
     # --- statistics, info and preview
+    # Its tags are the pack's classes when no class column is beside it: counted per image.
+    class_stats = ("class_images", "other_images")
+
+    def count_classes(self, value: np.ndarray) -> np.ndarray:
+        """One count per tag the sample has."""
+        return (np.asarray(value) > 0).astype(np.int64)

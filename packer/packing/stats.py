@@ -36,19 +36,24 @@ class ChunkStats:
         self, record: dict[str, np.ndarray], backend: str, fields: tuple[Field, ...] | None = None
     ) -> None:
         """Count one record, field by field as its kind says: sampled rows into the channel
-        histograms, every mask pixel (the label, each object's label) into the class counts,
-        the boxes into the object counts. Without `fields`, the record is a preset's."""
+        histograms, every mask pixel (the label, each object's label, each tag) of one field
+        into the class counts, the boxes into the object counts. Without `fields`, the record
+        is a preset's."""
         self.backends[backend] += 1
-        channels = False
-        for f in fields or _preset_fields(record):
+        channels = classes = False
+        # one field's class counts: a field of class ids first (a class column beside a tag
+        # column is the pack's class table), else another that counts classes (tags)
+        fields = sorted(fields or _preset_fields(record), key=lambda f: not kind_of(f).class_ids)
+        for f in fields:
             kind, value = kind_of(f), record[f.name]
             counted = None if channels else kind.count_channels(value)
             if counted is not None:
                 self._add_channels(*counted)
                 channels = True
-            counts = kind.count_classes(value)
+            counts = None if classes else kind.count_classes(value)
             if counts is not None:
                 self._add_classes(counts)
+                classes = True
             objects = kind.count_objects(value)
             if objects is not None:
                 self.objects = self.objects or Counter()

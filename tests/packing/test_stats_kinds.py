@@ -94,3 +94,21 @@ def test_a_preset_record_counted_without_its_fields_counts_as_with_them():
     given.add(record, "test", fields_for("detection", SIZE, np.dtype(np.uint8)))
     assert merge([without]) == merge([given])
     assert merge([given])["objects"] == {"images_with_2": 1, "small": 2}
+
+
+def test_tags_are_counted_per_image_unless_a_class_column_is_beside_them():
+    from packer.schema import Field
+
+    image = Field("images", (2, 2, 3), "|u1", kind="image")
+    tags = Field("tags", (3,), "<f4", kind="multi_hot")
+    label = Field("labels", (), "<i4", kind="class")
+    pixels = np.zeros((2, 2, 3), np.uint8)
+    records = [
+        {"images": pixels, "tags": np.array(t, np.float32), "labels": np.int32(c)}
+        for t, c in (([1, 0, 1], 0), ([1, 1, 0], 1), ([0, 0, 1], 1))
+    ]
+    only_tags = _receipt([{k: r[k] for k in ("images", "tags")} for r in records], (image, tags))
+    assert only_tags["class_counts"] == {"0": 2, "1": 1, "2": 2}
+    # the class column counts; the tags beside it (listed first) do not mix in
+    both = _receipt(records, (image, tags, label))
+    assert both["class_counts"] == {"0": 1, "1": 2}
