@@ -19,6 +19,7 @@ import os
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 
@@ -85,6 +86,23 @@ def sha256(path: str | os.PathLike) -> tuple[int, str]:
     return len(data), hashlib.sha256(data).hexdigest()
 
 
+def row_group_of(paths: Iterable[str | os.PathLike]) -> list[tuple[int, int]]:
+    """(row group, its bytes decoded) of each cell's path, from its file's footer (Parquet) or
+    record batches (Arrow), no value read: the pack's plan keeps a row group's rows together."""
+    found = []
+    for path in paths:
+        file, row, _ = _parsed(path)
+        state = local.stat(Path(file))
+        if state is None:
+            raise FileNotFoundError(2, "No such file or directory", file)
+        opened = _opened(file, *state)
+        if not 0 <= row < opened.rows:
+            raise OSError(f"row {row} is past the file's {opened.rows} rows")
+        group = bisect.bisect_right(opened.starts, row) - 1
+        found.append((group, opened.sizes[group]))
+    return found
+
+
 def _parsed(path: str | os.PathLike) -> tuple[str, int, str]:
     cell = parse(path)
     if cell is None:
@@ -100,11 +118,9 @@ class _Parquet:
 
         self.key = (path, *state)  # what its kept row groups are filed under
         self.file = pq.ParquetFile(path)
-        starts, start = [], 0
-        for i in range(self.file.num_row_groups):
-            starts.append(start)
-            start += self.file.metadata.row_group(i).num_rows
-        self.starts, self.rows = starts, start
+        groups = [self.file.metadata.row_group(i) for i in range(self.file.num_row_groups)]
+        self.starts, self.rows = _starts([g.num_rows for g in groups])
+        self.sizes = [g.total_byte_size for g in groups]  # decoded, every column
 
     def value(self, row: int, column: str) -> bytes:
         if not 0 <= row < self.rows:
@@ -152,12 +168,24 @@ class _Arrow:
         import pyarrow as pa
 
         self.table = pa.ipc.open_stream(pa.memory_map(path)).read_all()  # zero-copy
+        batches = self.table.to_batches()
+        self.starts, self.rows = _starts([b.num_rows for b in batches])
+        self.sizes = [b.nbytes for b in batches]
 
     def value(self, row: int, column: str) -> bytes:
-        if not 0 <= row < self.table.num_rows:
-            raise OSError(f"row {row} is past the file's {self.table.num_rows} rows")
+        if not 0 <= row < self.rows:
+            raise OSError(f"row {row} is past the file's {self.rows} rows")
         _check_column(self.table.column_names, column)
         return _bytes_of(self.table.column(column)[row], column, row)
+
+
+def _starts(rows: list[int]) -> tuple[list[int], int]:
+    """The first row of each row group (or record batch), and the rows of all."""
+    starts, start = [], 0
+    for count in rows:
+        starts.append(start)
+        start += count
+    return starts, start
 
 
 def _check_column(names: list[str], column: str) -> None:
