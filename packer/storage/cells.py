@@ -5,10 +5,11 @@ A sample of a Hub dataset names its image as a path relative to the source root,
 image file's: `data/train-00000-of-00001.parquet#row=17&column=image`, which the converter's
 workers read themselves (no pixels over pipes). Each process keeps the files it opened and the
 row groups it read last (up to `KEPT_BYTES` in all), since a Parquet file is read a row group at
-a time. The state of a cell is its file's (size, modification time): the cell changes only when
-its file does. Storage's `read_bytes`, `read_with_stat`, `read_head_tail`, `stat`, `stat_many`
-and `sha256_file` hand a cell's path here, so header probes, freshness checks and
-`verify --sources` treat a cell as a file. Local files only, read with pyarrow.
+a time; `row_group_of` tells the pack's plan which rows share one, from the footer, so that it
+orders them together. The state of a cell is its file's (size, modification time): the cell
+changes only when its file does. Storage's `read_bytes`, `read_with_stat`, `read_head_tail`,
+`stat`, `stat_many` and `sha256_file` hand a cell's path here, so header probes, freshness
+checks and `verify --sources` treat a cell as a file. Local files only, read with pyarrow.
 """
 
 from __future__ import annotations
@@ -114,11 +115,17 @@ class _Parquet:
     """An open Parquet file: row groups found by row, read whole into the process's `_Kept`."""
 
     def __init__(self, path: str, state: tuple[int, int]) -> None:
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
         self.key = (path, *state)  # what its kept row groups are filed under
-        self.file = pq.ParquetFile(path)
-        groups = [self.file.metadata.row_group(i) for i in range(self.file.num_row_groups)]
+        # The C allocator, not Arrow's default (mimalloc): mimalloc hands each row group fresh
+        # huge pages, which the kernel zeroes (measured: a fifth of a worker's time for a file
+        # of PNGs); malloc reuses the pages of row groups let go.
+        self.file = pq.ParquetReader(memory_pool=pa.system_memory_pool())
+        self.file.open(path)
+        metadata = self.file.metadata
+        groups = [metadata.row_group(i) for i in range(metadata.num_row_groups)]
         self.starts, self.rows = _starts([g.num_rows for g in groups])
         self.sizes = [g.total_byte_size for g in groups]  # decoded, every column
 
@@ -131,14 +138,18 @@ class _Parquet:
 
     def _read(self, group: int, column: str):
         _check_column(self.file.schema_arrow.names, column)
+        schema = self.file.metadata.schema  # the leaf columns of `column` (a struct has two)
+        paths = (schema.column(i).path for i in range(len(schema)))
+        leaves = [i for i, p in enumerate(paths) if p == column or p.startswith(f"{column}.")]
         # one thread: a pack runs a worker per core already, and Arrow's pool is restarted in
         # each forked worker on its first read (measured 3-8x slower per row group)
-        return self.file.read_row_group(group, [column], use_threads=False).column(column)
+        return self.file.read_row_group(group, leaves, use_threads=False).column(column)
 
 
 class _Kept:
-    """Row groups read last, whatever their file, up to `KEPT_BYTES` (at least one): a pack's
-    shuffle sends each worker rows from all over a dataset, so a row group read once is kept
+    """Row groups read last, whatever their file, up to `KEPT_BYTES` (at least one): a pack
+    shuffles a row group's rows within a window of a few row groups, which a worker's chunks
+    may share with the other workers' and take in any order, so a row group read once is kept
     for the rows of it that come later rather than read again for each."""
 
     def __init__(self) -> None:
