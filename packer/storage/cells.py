@@ -90,13 +90,15 @@ def sha256(path: str | os.PathLike) -> tuple[int, str]:
 def row_group_of(paths: Iterable[str | os.PathLike]) -> list[tuple[int, int]]:
     """(row group, its bytes decoded) of each cell's path, from its file's footer (Parquet) or
     record batches (Arrow), no value read: the pack's plan keeps a row group's rows together."""
-    found = []
+    found, files = [], {}
     for path in paths:
         file, row, _ = _parsed(path)
-        state = local.stat(Path(file))
-        if state is None:
-            raise FileNotFoundError(2, "No such file or directory", file)
-        opened = _opened(file, *state)
+        opened = files.get(file)
+        if opened is None:  # each file's state taken once: a dataset has a million rows
+            state = local.stat(Path(file))
+            if state is None:
+                raise FileNotFoundError(2, "No such file or directory", file)
+            opened = files[file] = _opened(file, *state)
         if not 0 <= row < opened.rows:
             raise OSError(f"row {row} is past the file's {opened.rows} rows")
         group = bisect.bisect_right(opened.starts, row) - 1
