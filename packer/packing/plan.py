@@ -157,10 +157,8 @@ def in_blocks(
     them, where a shuffle of rows would read a row group for most rows of a large dataset."""
     places = storage.cells.row_group_of(os.path.join(root, s.image) for s in ordered)
     blocks: dict[tuple[str, int], tuple[int, list[Sample]]] = {}
-    for sample, (group, size) in zip(ordered, places, strict=True):
-        blocks.setdefault((storage.cells.file_of(sample.image), group), (size, []))[1].append(
-            sample
-        )
+    for sample, (file, group, size) in zip(ordered, places, strict=True):
+        blocks.setdefault((file, group), (size, []))[1].append(sample)
     order = list(blocks.values())
     rng.shuffle(order)
     result: list[Sample] = []

@@ -87,9 +87,10 @@ def sha256(path: str | os.PathLike) -> tuple[int, str]:
     return len(data), hashlib.sha256(data).hexdigest()
 
 
-def row_group_of(paths: Iterable[str | os.PathLike]) -> list[tuple[int, int]]:
-    """(row group, its bytes decoded) of each cell's path, from its file's footer (Parquet) or
-    record batches (Arrow), no value read: the pack's plan keeps a row group's rows together."""
+def row_group_of(paths: Iterable[str | os.PathLike]) -> list[tuple[str, int, int]]:
+    """(file, row group, its bytes decoded) of each cell's path, from its file's footer
+    (Parquet) or record batches (Arrow), no value read: the pack's plan keeps a row group's rows
+    together."""
     found, files = [], {}
     for path in paths:
         file, row, _ = _parsed(path)
@@ -102,7 +103,7 @@ def row_group_of(paths: Iterable[str | os.PathLike]) -> list[tuple[int, int]]:
         if not 0 <= row < opened.rows:
             raise OSError(f"row {row} is past the file's {opened.rows} rows")
         group = bisect.bisect_right(opened.starts, row) - 1
-        found.append((group, opened.sizes[group]))
+        found.append((file, group, opened.sizes[group]))
     return found
 
 
