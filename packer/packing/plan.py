@@ -1,8 +1,9 @@
 """The plan: everything decided before any pixel is decoded (what `--dry-run` shows).
 
-Samples are ordered by a seeded shuffle and cut into shards and chunk tasks. The plan depends
-only on the sources, the options and the record size, never on `--workers` or the engine,
-which is what makes shards byte-identical however and wherever they are written.
+Samples are ordered by a seeded shuffle (a dataset file's rows by row group: `in_blocks`) and
+cut into shards and chunk tasks. The plan depends only on the sources, the options and the
+record size, never on `--workers` or the engine, which is what makes shards byte-identical
+however and wherever they are written.
 """
 
 from __future__ import annotations
