@@ -11,9 +11,10 @@ alternating for `--rounds` (order rotating); medians compared per encoding:
 
     ratio = Parquet img/s / class folders img/s, target >= 0.9
 
-The pack's shuffle sends every chunk rows from all over the file, and each worker keeps the
-row groups it decoded last (`packer.storage.cells.KEPT_BYTES` a file): `--pixels 320x240`
-makes a file several times larger than that, where a row costs a whole row group.
+A split of cells is shuffled in row-group blocks (`packer.packing.plan.in_blocks`), so each
+chunk reads a few row groups, which each worker keeps (`packer.storage.cells.KEPT_BYTES` in
+all) for their other rows: `--pixels 320x240` makes a 220 MB file, where a row-by-row shuffle
+had each worker read and keep the whole file.
 
     python benchmarks/bench_hf.py [--images 4000] [--pixels 64x48] [--rounds 5] [--row-group 100]
 """

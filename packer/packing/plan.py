@@ -1,8 +1,9 @@
 """The plan: everything decided before any pixel is decoded (what `--dry-run` shows).
 
-Samples are ordered by a seeded shuffle and cut into shards and chunk tasks. The plan depends
-only on the sources, the options and the record size, never on `--workers` or the engine,
-which is what makes shards byte-identical however and wherever they are written.
+Samples are ordered by a seeded shuffle (a dataset file's rows by row group: `in_blocks`) and
+cut into shards and chunk tasks. The plan depends only on the sources, the options and the
+record size, never on `--workers` or the engine, which is what makes shards byte-identical
+however and wherever they are written.
 """
 
 from __future__ import annotations
@@ -40,6 +41,11 @@ from .tasks import ChunkTask, ShardTask
 
 CHUNK_BYTES = 8 << 20  # one worker task writes about this much; small enough to balance 2 cores
 MAX_CHUNK_SAMPLES = 256
+# Cells' samples are shuffled within windows of this many row groups, at most a quarter of
+# what each worker keeps decoded (`in_blocks`): a shard's rows come from row groups drawn from
+# the whole split, a window's from a few.
+WINDOW_BLOCKS = 8
+WINDOW_BYTES = storage.cells.KEPT_BYTES // 4
 # Part of every fingerprint: raise it when the same options and sources would give other bytes
 # or statistics, so that a pack is never resumed across that change (2: channel statistics
 # sample ~32 centred rows per image).
@@ -128,25 +134,69 @@ class PackPlan:
         ]
 
 
-def shuffled(samples: Sequence[Sample], seed: int, split: str) -> list[Sample]:
-    """Samples of one split in a seeded order, so each shard mixes classes and folders."""
+def shuffled(
+    samples: Sequence[Sample], seed: int, split: str, root: str | os.PathLike | None = None
+) -> list[Sample]:
+    """Samples of one split in a seeded order, so each shard mixes classes and folders.
+
+    A split whose images are cells of dataset files (under `root`) is shuffled in blocks
+    (`in_blocks`), so that each chunk reads few row groups; any other keeps this order."""
     ordered = sorted(samples, key=lambda s: s.image)
     digest = hashlib.sha256(f"{seed}/{split}".encode()).digest()
-    random.Random(int.from_bytes(digest[:8], "little")).shuffle(ordered)
+    rng = random.Random(int.from_bytes(digest[:8], "little"))
+    if root is not None and ordered and all(_is_cell(s) for s in ordered):
+        return in_blocks(ordered, rng, root)
+    rng.shuffle(ordered)
     return ordered
 
 
+def in_blocks(
+    ordered: Sequence[Sample], rng: random.Random, root: str | os.PathLike
+) -> list[Sample]:
+    """Cells' samples with each row group's rows together as a block, the blocks in a seeded
+    order, rows shuffled within windows of up to `WINDOW_BLOCKS` blocks (`WINDOW_BYTES` of row
+    groups, at least one block): a worker keeps a window's row groups while its chunks read
+    them, where a shuffle of rows would read a row group for most rows of a large dataset."""
+    places = storage.cells.row_group_of(os.path.join(root, s.image) for s in ordered)
+    blocks: dict[tuple[str, int], tuple[int, list[Sample]]] = {}
+    for sample, (file, group, size) in zip(ordered, places, strict=True):
+        blocks.setdefault((file, group), (size, []))[1].append(sample)
+    order = list(blocks.values())
+    rng.shuffle(order)
+    result: list[Sample] = []
+    window: list[Sample] = []
+    count = held = 0
+    for size, rows in order:
+        if window and (count == WINDOW_BLOCKS or held + size > WINDOW_BYTES):
+            rng.shuffle(window)
+            result.extend(window)
+            window, count, held = [], 0, 0
+        window.extend(rows)
+        count, held = count + 1, held + size
+    rng.shuffle(window)
+    return result + window
+
+
+def _is_cell(sample: Sample) -> bool:
+    return sample.values is None and storage.cells.is_cell(sample.image)
+
+
 def plan_shards(
-    samples: Iterable[Sample], seed: int, record_bytes: int, shard_bytes: int
+    samples: Iterable[Sample],
+    seed: int,
+    record_bytes: int,
+    shard_bytes: int,
+    root: str | os.PathLike | None = None,
 ) -> dict[str, list[ShardPlan]]:
-    """Split samples by split, order each split, and cut it into shards of at most `shard_bytes`."""
+    """Split samples by split, order each split, and cut it into shards of at most `shard_bytes`.
+    `root`: the folder the samples' paths are relative to (cells are ordered by row group)."""
     by_split: dict[str, list[Sample]] = {}
     for sample in samples:
         by_split.setdefault(sample.split, []).append(sample)
     per_shard = max(1, shard_bytes // max(1, record_bytes))
     plans: dict[str, list[ShardPlan]] = {}
     for split in sorted(by_split):
-        ordered = shuffled(by_split[split], seed, split)
+        ordered = shuffled(by_split[split], seed, split, root)
         total = -(-len(ordered) // per_shard)
         plans[split] = [
             ShardPlan(split, i, total, tuple(ordered[i * per_shard : (i + 1) * per_shard]))
@@ -304,7 +354,7 @@ def make_plan(
         image_kinds=kinds,
         min_box_size=o.min_box_size,
     )
-    shards = plan_shards(found.samples, o.seed, record_bytes(fields), o.shard_size)
+    shards = plan_shards(found.samples, o.seed, record_bytes(fields), o.shard_size, found.root)
     fingerprint = _fingerprint(recorded, found)
     return PackPlan(found, out_path, table, config, shards, recorded, fingerprint, notes, size_rule)
 

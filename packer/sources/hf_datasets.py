@@ -172,31 +172,31 @@ def _json(root: Path, rel: str, missing_ok: bool = False) -> dict:
 
 
 class _Table:
-    """A dataset file opened for its schema and the label columns (never the image bytes)."""
+    """A dataset file opened for its schema and the label columns (never the image bytes).
+    A Parquet file's footer is read once; its columns through `ParquetFile`, which needs none
+    of `pyarrow.dataset` (half a second to import)."""
 
     def __init__(self, path: Path, rel: str) -> None:
         import pyarrow as pa
-        import pyarrow.parquet as pq
 
-        self.rel = rel
+        self.rel, self.arrow, self.parquet = rel, None, None
         try:
             if rel.endswith(".arrow"):
                 self.arrow = pa.ipc.open_stream(pa.memory_map(str(path))).read_all()
                 self.schema, self.rows = self.arrow.schema, self.arrow.num_rows
             else:
-                self.arrow, self.schema = None, pq.read_schema(path)
-                self.rows = pq.ParquetFile(path).metadata.num_rows
+                import pyarrow.parquet as pq
+
+                self.parquet = pq.ParquetFile(path)
+                self.schema, self.rows = self.parquet.schema_arrow, self.parquet.metadata.num_rows
         except (OSError, ValueError) as exc:
             raise SourceError(f"cannot read {rel}: {exc}") from None
-        self.path = path
 
     def column(self, name: str) -> list:
         """One column's values, read alone."""
-        import pyarrow.parquet as pq
-
-        if self.arrow is not None:
+        if self.parquet is None:
             return self.arrow.column(name).to_pylist()
-        return pq.read_table(self.path, columns=[name]).column(name).to_pylist()
+        return self.parquet.read(columns=[name], use_threads=False).column(name).to_pylist()
 
 
 def _open(root: Path, data_file: DataFile) -> _Table:

@@ -5,10 +5,11 @@ A sample of a Hub dataset names its image as a path relative to the source root,
 image file's: `data/train-00000-of-00001.parquet#row=17&column=image`, which the converter's
 workers read themselves (no pixels over pipes). Each process keeps the files it opened and the
 row groups it read last (up to `KEPT_BYTES` in all), since a Parquet file is read a row group at
-a time. The state of a cell is its file's (size, modification time): the cell changes only when
-its file does. Storage's `read_bytes`, `read_with_stat`, `read_head_tail`, `stat`, `stat_many`
-and `sha256_file` hand a cell's path here, so header probes, freshness checks and
-`verify --sources` treat a cell as a file. Local files only, read with pyarrow.
+a time; `row_group_of` tells the pack's plan which rows share one, from the footer, so that it
+orders them together. The state of a cell is its file's (size, modification time): the cell
+changes only when its file does. Storage's `read_bytes`, `read_with_stat`, `read_head_tail`,
+`stat`, `stat_many` and `sha256_file` hand a cell's path here, so header probes, freshness
+checks and `verify --sources` treat a cell as a file. Local files only, read with pyarrow.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import os
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 
@@ -85,6 +87,26 @@ def sha256(path: str | os.PathLike) -> tuple[int, str]:
     return len(data), hashlib.sha256(data).hexdigest()
 
 
+def row_group_of(paths: Iterable[str | os.PathLike]) -> list[tuple[str, int, int]]:
+    """(file, row group, its bytes decoded) of each cell's path, from its file's footer
+    (Parquet) or record batches (Arrow), no value read: the pack's plan keeps a row group's rows
+    together."""
+    found, files = [], {}
+    for path in paths:
+        file, row, _ = _parsed(path)
+        opened = files.get(file)
+        if opened is None:  # each file's state taken once: a dataset has a million rows
+            state = local.stat(Path(file))
+            if state is None:
+                raise FileNotFoundError(2, "No such file or directory", file)
+            opened = files[file] = _opened(file, *state)
+        if not 0 <= row < opened.rows:
+            raise OSError(f"row {row} is past the file's {opened.rows} rows")
+        group = bisect.bisect_right(opened.starts, row) - 1
+        found.append((file, group, opened.sizes[group]))
+    return found
+
+
 def _parsed(path: str | os.PathLike) -> tuple[str, int, str]:
     cell = parse(path)
     if cell is None:
@@ -96,15 +118,19 @@ class _Parquet:
     """An open Parquet file: row groups found by row, read whole into the process's `_Kept`."""
 
     def __init__(self, path: str, state: tuple[int, int]) -> None:
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
         self.key = (path, *state)  # what its kept row groups are filed under
-        self.file = pq.ParquetFile(path)
-        starts, start = [], 0
-        for i in range(self.file.num_row_groups):
-            starts.append(start)
-            start += self.file.metadata.row_group(i).num_rows
-        self.starts, self.rows = starts, start
+        # The C allocator, not Arrow's default (mimalloc): mimalloc hands each row group fresh
+        # huge pages, which the kernel zeroes (measured: a fifth of a worker's time for a file
+        # of PNGs); malloc reuses the pages of row groups let go.
+        self.file = pq.ParquetReader(memory_pool=pa.system_memory_pool())
+        self.file.open(path)
+        metadata = self.file.metadata
+        groups = [metadata.row_group(i) for i in range(metadata.num_row_groups)]
+        self.starts, self.rows = _starts([g.num_rows for g in groups])
+        self.sizes = [g.total_byte_size for g in groups]  # decoded, every column
 
     def value(self, row: int, column: str) -> bytes:
         if not 0 <= row < self.rows:
@@ -115,14 +141,18 @@ class _Parquet:
 
     def _read(self, group: int, column: str):
         _check_column(self.file.schema_arrow.names, column)
+        schema = self.file.metadata.schema  # the leaf columns of `column` (a struct has two)
+        paths = (schema.column(i).path for i in range(len(schema)))
+        leaves = [i for i, p in enumerate(paths) if p == column or p.startswith(f"{column}.")]
         # one thread: a pack runs a worker per core already, and Arrow's pool is restarted in
         # each forked worker on its first read (measured 3-8x slower per row group)
-        return self.file.read_row_group(group, [column], use_threads=False).column(column)
+        return self.file.read_row_group(group, leaves, use_threads=False).column(column)
 
 
 class _Kept:
-    """Row groups read last, whatever their file, up to `KEPT_BYTES` (at least one): a pack's
-    shuffle sends each worker rows from all over a dataset, so a row group read once is kept
+    """Row groups read last, whatever their file, up to `KEPT_BYTES` (at least one): a pack
+    shuffles a row group's rows within a window of a few row groups, which a worker's chunks
+    may share with the other workers' and take in any order, so a row group read once is kept
     for the rows of it that come later rather than read again for each."""
 
     def __init__(self) -> None:
@@ -152,12 +182,24 @@ class _Arrow:
         import pyarrow as pa
 
         self.table = pa.ipc.open_stream(pa.memory_map(path)).read_all()  # zero-copy
+        batches = self.table.to_batches()
+        self.starts, self.rows = _starts([b.num_rows for b in batches])
+        self.sizes = [b.nbytes for b in batches]
 
     def value(self, row: int, column: str) -> bytes:
-        if not 0 <= row < self.table.num_rows:
-            raise OSError(f"row {row} is past the file's {self.table.num_rows} rows")
+        if not 0 <= row < self.rows:
+            raise OSError(f"row {row} is past the file's {self.rows} rows")
         _check_column(self.table.column_names, column)
         return _bytes_of(self.table.column(column)[row], column, row)
+
+
+def _starts(rows: list[int]) -> tuple[list[int], int]:
+    """The first row of each row group (or record batch), and the rows of all."""
+    starts, start = [], 0
+    for count in rows:
+        starts.append(start)
+        start += count
+    return starts, start
 
 
 def _check_column(names: list[str], column: str) -> None:
