@@ -31,6 +31,9 @@ class Field:
     ragged: bool = False
     packing: str = ""
     kind: str = ""  # a `packer.fields` kind name; empty: the kind today's fields of this name have
+    # How a fixed image field's value is stored: "raw" (its bytes), or "jpeg"/"png" (one
+    # compressed payload a sample, decoded by the readers: `imaging.codec`).
+    encoding: str = "raw"
 
     def __post_init__(self) -> None:
         if not self.kind:
@@ -39,7 +42,7 @@ class Field:
     @cached_property
     def nbytes(self) -> int:
         """Bytes of one record (a ragged field: of one object's row) as stored (cached:
-        writers ask for it per record)."""
+        writers ask for it per record); an encoded field's: as decoded."""
         return (
             int(np.prod(self.stored_shape, dtype=np.int64)) * np.dtype(self.stored_dtype).itemsize
         )
@@ -64,6 +67,7 @@ class Field:
             "dtype": self.dtype,
             **extra,
             **({"packing": self.packing} if self.packing else {}),
+            **({"encoding": self.encoding} if self.encoding != "raw" else {}),
         }
 
     def coerce(self, value) -> np.ndarray:
@@ -103,6 +107,7 @@ class Field:
             bool(data.get("ragged", False)),
             data.get("packing", ""),
             data.get("kind", ""),  # manifests before kinds: inferred from name and raggedness
+            data.get("encoding", "raw"),  # manifests before encodings: raw
         )
 
 

@@ -248,6 +248,7 @@ def make_plan(
         mask_dtype(table and len(table), ignore_index),
         (kinds.stored.dtype, kinds.stored.bands),
     )
+    fields, fmt_options = formats.encoding.encoded(fields, fmt_options)  # image fields
     _check_fields(format, fields, fmt_options)
     stored = (kinds.stored.dtype, kinds.stored.bands)
     recorded = {
@@ -331,7 +332,7 @@ def _format_options(name: str, given: dict) -> dict:
         fmt = formats.get(name)
     except ValueError as exc:
         raise PackError(str(exc)) from None
-    unknown = sorted(set(given) - set(fmt.OPTIONS))
+    unknown = sorted(set(given) - formats.accepted(fmt))
     if unknown:
         names = ", ".join(flag(n) for n in unknown)
         raise PackError(f"option(s) {names} do not apply to {flag('format', name)}")
