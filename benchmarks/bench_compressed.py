@@ -22,6 +22,7 @@ FFCV (issue 39's other yardstick) runs where `.venv-peers` has it (benchmarks/se
 from __future__ import annotations
 
 import argparse
+import itertools
 import multiprocessing
 import shutil
 import statistics
@@ -35,9 +36,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.harness import report, rotate  # noqa: E402
-from packer.imaging import codec  # noqa: E402
-from packer.reading.gather import usable_cores  # noqa: E402
+from benchmarks.harness import report, rotate
+from packer.imaging import codec
+from packer.reading.gather import usable_cores
 
 SOURCE = (500, 375)  # (W, H): ImageNet's typical photo
 SIZE = 256
@@ -96,7 +97,7 @@ def payloads(pack: Path) -> list[bytes]:
     for values_path in sorted((pack / "train").glob("*.images.npy")):
         values = np.load(values_path, mmap_mode="r")
         offsets = np.load(str(values_path).replace(".images.npy", ".images.offsets.npy"))
-        found += [bytes(values[a:b]) for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
+        found += [bytes(values[a:b]) for a, b in itertools.pairwise(offsets)]
     return found
 
 
@@ -129,6 +130,46 @@ def ceiling(data: list[bytes], seconds: float) -> float:
     for w in workers:
         w.join()
     return sum(counts) / (time.perf_counter() - start)
+
+
+def decoder_rates(data: list[bytes], seconds: float, rounds: int) -> dict[str, float]:
+    """img/s of each installed decoder on one core (best of `rounds`), each decoding a payload
+    into a batch row: OpenCV (what packer uses), Pillow, simplejpeg and PyTurboJPEG if there."""
+    import importlib.util
+    import io
+
+    from PIL import Image
+
+    out = np.empty((SIZE, SIZE, 3), np.uint8)
+    buffers = [np.frombuffer(p, np.uint8) for p in data[:500]]
+
+    def opencv(k: int) -> None:
+        np.copyto(out, cv2.imdecode(buffers[k], cv2.IMREAD_COLOR_RGB))
+
+    def pillow(k: int) -> None:
+        image = Image.open(io.BytesIO(data[k]))
+        image.load()
+        np.copyto(out, np.asarray(image))
+
+    decoders = {f"OpenCV {cv2.__version__}": opencv, f"Pillow {Image.__version__}": pillow}
+    if importlib.util.find_spec("simplejpeg"):
+        import simplejpeg
+
+        decoders["simplejpeg"] = lambda k: np.copyto(out, simplejpeg.decode_jpeg(data[k]))
+    if importlib.util.find_spec("turbojpeg"):
+        from turbojpeg import TJPF_RGB, TurboJPEG
+
+        turbo = TurboJPEG()
+        decoders["PyTurboJPEG"] = lambda k: np.copyto(out, turbo.decode(data[k], TJPF_RGB))
+    best = dict.fromkeys(decoders, 0.0)
+    for _ in range(rounds):
+        for name, decode in decoders.items():
+            done, start = 0, time.perf_counter()
+            while time.perf_counter() - start < seconds:
+                decode(done % len(buffers))
+                done += 1
+            best[name] = max(best[name], done / (time.perf_counter() - start))
+    return best
 
 
 def timed_batches(batches, seconds: float) -> float:
@@ -252,6 +293,13 @@ def main() -> None:
         "FFCV: not installed here (no .venv-peers; benchmarks/setup_peers.sh), no FFCV row."
     )
     report("Compressed packs: size and read speed", ["what", "value", "ratio", "note"], rows, notes)
+    decoders = decoder_rates(data, args.seconds / 4, args.rounds + 1)
+    report(
+        "Decoders, one core, a 256x256 q90 payload into a batch row",
+        ["decoder", "img/s", "/ OpenCV"],
+        [[k, f"{v:,.0f}", f"{v / next(iter(decoders.values())):.2f}"] for k, v in decoders.items()],
+        f"best of {args.rounds + 1} runs of {args.seconds / 4:g} s, alternating",
+    )
     if not args.keep and args.out is None:
         shutil.rmtree(root)
 
