@@ -3,8 +3,8 @@
 Every file has a fixed 128-byte NPY 1.0 header, so the data of sample i of a field starts at
 byte 128 + i * record_size (see formats/npy.md). Workers write records in place into the
 shard's data files; finalising a shard writes the header, syncs, hashes and renames them.
-A ragged field, and an encoded (JPEG/PNG) image field, is a values file and an offsets file:
-each sample's rows, or its compressed payload, and where each sample's start.
+A ragged field, and an encoded (JPEG/PNG) image field, is a values file (each sample's rows,
+or its compressed payload, one after another) and an offsets file (where each sample's begin).
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@ straight back into a batch row.
 
 One backend does both, OpenCV: `cv2.imdecode` releases the GIL, so the gather's threads
 (`reading.gather`) decode a batch on every core the process may use, and it gives RGB without
-a swap (IMREAD_COLOR_RGB). Measured against Pillow on 256x256 q90 photos (one core, best of
-4): OpenCV 5,314 img/s, Pillow 4,894 (benchmarks/results/2026-11-28-compressed-packs.md);
+a conversion copy (IMREAD_COLOR_RGB) and 16-bit PNG. On one core it decodes 256x256 q90 photos
+as fast as Pillow (3,440 and 3,462 img/s, benchmarks/results/2026-11-28-compressed-packs.md);
 simplejpeg and PyTurboJPEG are not dependencies. A stored JPEG decodes to exactly what
 `cv2.imdecode(payload, cv2.IMREAD_COLOR_RGB)` gives.
 """
