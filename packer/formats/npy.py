@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 
-from ..imaging import codec
 from ..options import declared
 from ..schema import Field, fixed, ragged
 from ..storage.local import (
@@ -28,7 +27,7 @@ from ..storage.local import (
     start_writeback,
     write_atomic,
 )
-from . import ChunkPosition, ShardJob, encoding, part_path
+from . import ChunkPosition, ShardJob, encoding, npy_payloads, part_path
 
 HEADER_BYTES = 128
 MAGIC = b"\x93NUMPY\x01\x00"
@@ -103,12 +102,9 @@ class ChunkWriter:
             )
             for f in plain(fields)
         ]
-        self._encoded = encoded(fields)  # payloads buffered, one part file per field at close
-        self._quality = encoding.quality(options)
-        self._payloads: list[list[bytes]] = [[] for _ in self._encoded]
-        self._encoded_parts = [
-            part_path(part_dir, task.shard, task.chunk, f"{f.name}.encoded") for f in self._encoded
-        ]
+        self._payloads = npy_payloads.ChunkPayloads(  # buffered, a part file per field at close
+            encoded(fields), options, lambda f: _payloads_part(part_dir, task.shard, task.chunk, f)
+        )
         self._objects = ragged(fields)  # buffered, one part file per chunk at close
         self._objects_part = part_path(part_dir, task.shard, task.chunk, "objects")
         self._rows: list[list[bytes]] = [[] for _ in self._objects]
@@ -118,9 +114,7 @@ class ChunkWriter:
         for field, fd, base in self._targets:
             array = field.coerce(record[field.name])
             pwrite_all(fd, memoryview(array).cast("B"), base + self.count * field.nbytes)
-        for field, payloads in zip(self._encoded, self._payloads, strict=True):
-            value = field.coerce(record[field.name])
-            payloads.append(codec.encode(value, field.encoding, self._quality))
+        self._payloads.write(record)
         for field, rows in zip(self._objects, self._rows, strict=True):
             encoded = field.encode(record[field.name])
             rows.append(encoded.tobytes())
@@ -132,9 +126,7 @@ class ChunkWriter:
         for field, fd, base in self._targets:
             start_writeback(fd, base, self.count * field.nbytes)
             os.close(fd)
-        for part, payloads in zip(self._encoded_parts, self._payloads, strict=True):
-            lengths = np.asarray([len(p) for p in payloads], "<i8").reshape(-1)
-            part.write_bytes(b"".join([lengths.tobytes(), *payloads]))  # lengths, then payloads
+        self._payloads.close()
         if self._objects:  # counts (int64 each), then each field's rows, in field order
             counts = np.asarray(self._counts, "<i8").tobytes()
             self._objects_part.write_bytes(b"".join([counts, *(b"".join(r) for r in self._rows)]))
@@ -215,17 +207,15 @@ def _finalize_ragged(job: ShardJob) -> list[FileInfo]:
     return found
 
 
+def _payloads_part(part_dir: Path, shard: str, chunk: int, field: Field) -> Path:
+    return part_path(part_dir, shard, chunk, f"{field.name}.encoded")
+
+
 def _finalize_encoded(job: ShardJob, field: Field, runs: list) -> list[FileInfo]:
     """An encoded field's values file (every sample's payload, in record order, as uint8) and
     its offsets file (count + 1 int64s), from the chunks' parts."""
-    parts = [part_path(job.part_dir, job.shard, c, f"{field.name}.encoded") for c in job.chunks]
-    lengths, pieces = [], []
-    for part, (_, kept) in zip(parts, runs, strict=True):
-        data = part.read_bytes()
-        lengths.append(np.frombuffer(data, "<i8", kept))
-        pieces.append(memoryview(data)[8 * kept :])
-    offsets = np.concatenate([[0], np.cumsum(np.concatenate([np.zeros(0, "<i8"), *lengths]))])
-    offsets = offsets.astype("<i8")
+    parts = [_payloads_part(job.part_dir, job.shard, c, field) for c in job.chunks]
+    offsets, pieces = npy_payloads.join(parts, [kept for _, kept in runs])
     split_dir = job.out / job.split
     found = [
         write_atomic(
@@ -358,19 +348,11 @@ class NpyShardReader:
         # the caller has checked the indices already.
         maps = self._maps if self._maps is not None else self.maps()
         for name, array in out.items():  # the method: np.take's wrapper costs as much again
-            if name in self.payloads:
-                self._decode_into(name, local, array)
+            if name in self.payloads:  # decoded into the rows
+                values, offsets = self.encoded()[name]
+                npy_payloads.decode_into(values, offsets, local, array, self.payloads[name][0])
             else:
                 maps[name].take(local, axis=0, out=array, mode="clip")
-
-    def _decode_into(self, name: str, local: np.ndarray, array: np.ndarray) -> None:
-        """Decode the payloads of records `local` of an encoded field into the rows of `array`."""
-        values, offsets = self.encoded()[name]
-        for row, i in enumerate(local.tolist()):
-            try:
-                codec.decode_into(values[offsets[i] : offsets[i + 1]], array[row])
-            except codec.CodecError as exc:
-                raise codec.CodecError(f"{self.payloads[name][0]}: record {i}: {exc}") from None
 
     def prefetch(self, start: int, stop: int) -> None:
         """Ask the kernel to read records start..stop-1 ahead, as one sequential run per file."""
