@@ -19,8 +19,22 @@ the same pack read with 0 workers (what the hand-off itself costs). Instances ba
 one uint8 H x W mask per object, unpacked from bits: at 57 objects an image that is 19 times
 the image's own bytes, so their ratio measures the masks' bytes, not the hand-off.
 
+A second table gives, per scene, what one batch's stages cost in this process, in
+microseconds of CPU time (best of 7 runs of 100; CPU time, so that other jobs on a shared
+machine do not count; a large batch's copy split over threads counts every thread's time):
+the images-only batch (torch, 0 workers), the detection batch, its ragged fields' read, its
+per-image dicts (torchvision's input: one tensor per field per image, made in whichever
+process yields the batch, the parent with workers) and the Keras reader's padding; and the
+ceiling that the dicts alone put on detection / images only,
+`images / (images + dicts)`, whatever the reading costs. A third (with `--cpu-seconds`
+above 0) gives, with 2 workers, each pack's CPU a batch in the parent and in all processes
+(parent + workers, from /proc), read for that long alone: on a machine whose cores are all
+busy, throughput goes as the inverse of that total, so images / detection of it is the ratio
+such a machine can reach, however loaded it is by others.
+
     python benchmarks/bench_handoff.py [--images 256] [--batch 32] [--rounds 3] [--seconds 0.5]
         [--scenes 128x128:4,128x128:57,320x240:4,320x240:57] [--readers torch0,torch2,keras2]
+        [--no-costs | --only-costs] [--cpu-seconds 0]
 """
 
 from __future__ import annotations
@@ -31,6 +45,7 @@ import statistics
 import sys
 import tempfile
 import time
+import timeit
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -122,10 +137,13 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=0.5, help="per reading per round")
     parser.add_argument("--scenes", default=SCENES, help="WxH:OBJECTS, comma-separated")
     parser.add_argument("--readers", default=",".join(READERS), help="of torch0,torch2,keras2")
+    parser.add_argument("--no-costs", action="store_true", help="skip the stage costs' table")
+    parser.add_argument("--only-costs", action="store_true", help="only the stage costs' table")
+    parser.add_argument("--cpu-seconds", type=float, default=0, help="per pack and reader")
     args = parser.parse_args()
     readers = [READERS[r.strip()] for r in args.readers.split(",")]
     began = time.perf_counter()
-    rows = []
+    rows, costs, cpu = [], [], []
     with tempfile.TemporaryDirectory(prefix="packer-handoff-") as tmp:
         for number, scene in enumerate(args.scenes.split(",")):
             dims, objects = scene.split(":")
@@ -133,7 +151,13 @@ def main() -> None:
             start = time.perf_counter()
             packs = make_packs(Path(tmp) / f"scene{number}", size, int(objects), args.images)
             packed = time.perf_counter()
-            rows += measure_scene(f"{dims}, {objects} objects", packs, readers, args)
+            name = f"{dims}, {objects} objects"
+            if not args.only_costs:
+                rows += measure_scene(name, packs, readers, args)
+            if not args.no_costs:
+                costs.append(stage_costs(name, packs, args.batch))
+            if args.cpu_seconds > 0:
+                cpu += cpu_per_batch(name, packs, readers, args)
             print(
                 f"{scene}: packed in {packed - start:.0f} s, read in "
                 f"{time.perf_counter() - packed:.0f} s",
@@ -147,7 +171,86 @@ def main() -> None:
         f"compare within this run. Whole run: {time.perf_counter() - began:.0f} s."
     )
     headers = ["scene", "pack", "reader", "img/s", "/ images only", "/ 0 workers"]
-    harness.report("Every field through the hand-off", headers, rows, notes)
+    if rows:
+        harness.report("Every field through the hand-off", headers, rows, notes)
+    if costs:
+        headers = [
+            "scene",
+            "images-only batch",
+            "detection batch",
+            "ragged read",
+            "per-image dicts",
+            "Keras padding",
+            "ceiling: images / (images + dicts)",
+        ]
+        notes = (
+            f"Microseconds of CPU a batch of {args.batch} in one process (best of 7 runs of 100), "
+            "torch with 0 workers; the dicts: `packer.torch.device.detection_tensors` on a "
+            "batch already read (4 fields: boxes, labels, iscrowd, difficult)."
+        )
+        harness.report("Where a detection batch's time goes", headers, costs, notes)
+    if cpu:
+        headers = ["scene", "pack", "reader", "parent", "all processes", "images only / this"]
+        notes = (
+            f"Microseconds of CPU a batch of {args.batch}, each pack read alone for "
+            f"{args.cpu_seconds:g} s after 20 batches' warm-up (CPU times from /proc, in clock "
+            "ticks)."
+        )
+        harness.report("CPU a batch with 2 workers", headers, cpu, notes)
+
+
+def stage_costs(name: str, packs: dict[str, Path], batch: int) -> list:
+    """One scene's row of stage costs (microseconds a batch; see the module's docstring)."""
+    from packer.torch import PackedDataset, device
+
+    images = PackedDataset(packs["images"], batch_size=batch, seed=0)
+    detection = PackedDataset(packs["detection"], batch_size=batch, seed=0)
+    loader = detection.loader
+    pixels, fixed, fields, counts = loader.sample_batch(0)
+    padded = loader.ragged_targets(0, names=loader.padder.names)
+
+    def us(step: Callable[[], object]) -> float:
+        return min(timeit.repeat(step, number=100, repeat=7, timer=time.process_time)) * 1e4
+
+    plain = us(lambda: images[0])
+    dicts = us(lambda: device.detection_tensors(pixels, fields, counts, "NHWC", fixed))
+    return [
+        name,
+        plain,
+        us(lambda: detection[0]),
+        us(lambda: loader.ragged_targets(0)),
+        dicts,
+        us(lambda: loader.padder(*padded)),
+        f"{plain / (plain + dicts):.2f}",
+    ]
+
+
+def cpu_per_batch(name: str, packs: dict[str, Path], readers: list[str], args) -> list[list]:
+    """One scene's rows of CPU a batch with 2 workers (see the module's docstring)."""
+    rows = []
+    for reader in [r for r in readers if "2 workers" in r]:
+        totals = {}
+        for kind in KINDS:
+            close = None
+            if reader.startswith("torch"):
+                stream = torch_stream(packs[kind], args.batch, 2)
+            else:
+                stream, close = keras_stream(packs[kind], args.batch, 2)
+            for _ in range(20):
+                next(stream)
+            batches, start = 0, time.perf_counter()
+            parent, every = time.process_time(), harness.cpu_seconds()
+            while time.perf_counter() - start < args.cpu_seconds:
+                next(stream)
+                batches += 1
+            parent = (time.process_time() - parent) / batches * 1e6
+            every = totals[kind] = (harness.cpu_seconds() - every) / batches * 1e6
+            stream.close()  # its DataLoader's workers end with it
+            if close is not None:
+                close()
+            ratio = "" if kind == "images" else f"{totals['images'] / every:.2f}"
+            rows.append([name, kind, reader, parent, every, ratio])
+    return rows
 
 
 def measure_scene(name: str, packs: dict[str, Path], readers: list[str], args) -> list[list]:

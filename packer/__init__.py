@@ -19,6 +19,7 @@ _LAZY = {
     "keras": ("packer.keras", None),
     "tf": ("packer.tf", None),
     "torch": ("packer.torch", None),
+    "fields": ("packer.fields", None),
     "Augment": ("packer.augment", "Augment"),
     "Mixture": ("packer.reading.mixture", "Mixture"),
     "Stream": ("packer.reading.mixture", "Stream"),

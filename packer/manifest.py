@@ -18,11 +18,13 @@ from .labels import ClassTable
 from .schema import Field
 
 MANIFEST_NAME = "dataset.json"
+# The provenance of a sample whose image came as data, not a file: "<sample 7>".
+SAMPLE_WITHOUT_FILE = "<sample {}>"
 FORMAT_VERSION = 1
 # The presets whose samples hold objects. The manifest decides by fields (a pack with ragged
 # fields lists its dropped objects; kinds make the stats); still read by reading.loader,
 # tf.tfdata and packing.plan until they decide by fields too.
-OBJECT_TASKS = ("detection", "instances")
+OBJECT_TASKS = ("detection", "instances", "keypoints")
 
 
 def build(
@@ -39,12 +41,14 @@ def build(
     fingerprint: str,
     converter_revision: int,
     left_out: list[str] | None = None,
+    keypoints: dict | None = None,
 ) -> dict:
     """Assemble the manifest; receipts are taken in (split, shard) order so stats are exact.
 
     Each shard lists its files (what `verify` hashes and readers read) and, under `receipt`,
     the receipt beside them (statistics and the states of its sources, for updates).
-    `left_out` (present when not empty) says what the source holds that no field stores.
+    `left_out` (present when not empty) says what the source holds that no field stores;
+    `keypoints` (when given) names a keypoints field's points, its skeleton and flip order.
     """
     receipts = sorted(receipts, key=lambda r: r["name"])
     splits: dict[str, dict] = {}
@@ -81,6 +85,7 @@ def build(
         "rejected": rejected + [x for r in receipts for x in r["rejected"]],
         "unknown_labels": [u for r in receipts for u in r["unknown"]],
         **({"left_out": list(left_out)} if left_out else {}),
+        **({"keypoints": keypoints} if keypoints else {}),
         **(
             {"dropped_objects": [d for r in receipts for d in r.get("dropped", [])]}
             if any(f.ragged for f in fields)

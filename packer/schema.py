@@ -31,6 +31,9 @@ class Field:
     ragged: bool = False
     packing: str = ""
     kind: str = ""  # a `packer.fields` kind name; empty: the kind today's fields of this name have
+    # Points fields (K points a row): the point each one becomes when the image is mirrored
+    # (left and right swap: YOLO's flip_idx); empty: points keep their order.
+    flip_order: tuple[int, ...] = ()
     # How a fixed image field's value is stored: "raw" (its bytes), or "jpeg"/"png" (one
     # compressed payload a sample, decoded by the readers: `imaging.codec`).
     encoding: str = "raw"
@@ -38,6 +41,13 @@ class Field:
     def __post_init__(self) -> None:
         if not self.kind:
             object.__setattr__(self, "kind", PRESET_KINDS.get((self.name, self.ragged), "array"))
+        order = tuple(int(i) for i in self.flip_order)
+        if order and (len(self.shape) < 2 or sorted(order) != list(range(self.shape[-2]))):
+            raise ValueError(
+                f"{self.name}: flip_order {list(order)} is not an order of the "
+                f"{self.shape[-2] if len(self.shape) >= 2 else 0} points a row holds"
+            )
+        object.__setattr__(self, "flip_order", order)
 
     @cached_property
     def nbytes(self) -> int:
@@ -67,6 +77,7 @@ class Field:
             "dtype": self.dtype,
             **extra,
             **({"packing": self.packing} if self.packing else {}),
+            **({"flip_order": list(self.flip_order)} if self.flip_order else {}),
             **({"encoding": self.encoding} if self.encoding != "raw" else {}),
         }
 
@@ -107,6 +118,7 @@ class Field:
             bool(data.get("ragged", False)),
             data.get("packing", ""),
             data.get("kind", ""),  # manifests before kinds: inferred from name and raggedness
+            tuple(data.get("flip_order", ())),
             data.get("encoding", "raw"),  # manifests before encodings: raw
         )
 

@@ -11,7 +11,9 @@ the moved, unclipped area). Only operators and ``xp.minimum`` / ``xp.maximum`` a
 ``xp`` may be ``numpy``, ``torch`` or ``tf.math`` and all three compute the same float64 numbers.
 
 Points (keypoints: x, y in pixels) move exactly as a box's corners do (`move_point`); one
-leaving the frame keeps its moved coordinates (`inside` says which stay in).
+leaving the frame keeps its moved coordinates (`inside` says which stay in). A map that
+mirrors (`mirrored`: a horizontal or a vertical flip, not both) reorders each row's points by
+its field's flip order, so a left wrist stays a left wrist.
 """
 
 from __future__ import annotations
@@ -26,6 +28,13 @@ def move_point(x: Any, y: Any, forward: tuple[Any, ...]) -> tuple[Any, Any]:
     through alike (the same float64 operations, so a point equals a box made of it)."""
     a00, a01, a02, a10, a11, a12 = forward
     return a00 * x + a01 * y + a02, a10 * x + a11 * y + a12
+
+
+def mirrored(forward: tuple[Any, ...]) -> Any:
+    """Whether each forward map mirrors the image (its linear part has a negative
+    determinant): left and right swap under one flip, not under two (a half turn)."""
+    a00, a01, _, a10, a11, _ = forward
+    return a00 * a11 - a01 * a10 < 0.0
 
 
 def inside(x: Any, y: Any, out_hw: tuple[int, int]) -> Any:

@@ -6,6 +6,10 @@ The readers' executors are given the pack's fields (`schema.Field`: each field's
 albumentations and torchvision users know: "boxes" are boxes, "masks" per-object planes,
 "keypoints" points, anything else rides along untouched.
 
+A "points" field whose rows hold K points may carry a flip order (`schema.Field.flip_order`,
+YOLO's `flip_idx`): the point each one becomes when a sample's image is mirrored, so that
+left and right keep their names.
+
 Fixed fields (one array a sample, ``[B, ...]``) move as "pixels", "labels", "points" or
 "none"; ragged fields (rows per object) as "boxes", "points", "planes" or "none".
 """
@@ -25,11 +29,13 @@ CONVENTION = {"boxes": "boxes", "masks": "planes", "keypoints": "points"}
 @dataclass(frozen=True)
 class Move:
     """One field's move: its geometry, the interpolation of a "pixels" field, and whether
-    it holds rows per object (ragged) rather than one array a sample."""
+    it holds rows per object (ragged) rather than one array a sample; for "points" rows of K
+    points, the order they take when the image is mirrored (empty: kept)."""
 
     geometry: str
     interpolation: str = "linear"
     ragged: bool = False
+    flip_order: tuple[int, ...] = ()
 
 
 def moves(fields: Iterable[Any] | Mapping[str, Any], *, ragged: bool = False) -> dict[str, Move]:
@@ -47,7 +53,9 @@ def moves(fields: Iterable[Any] | Mapping[str, Any], *, ragged: bool = False) ->
         found = {}
         for field in fields:
             kind = kind_of(field)
-            found[field.name] = Move(kind.geometry, kind.interpolation, field.ragged)
+            found[field.name] = Move(
+                kind.geometry, kind.interpolation, field.ragged, field.flip_order
+            )
     for name, move in found.items():
         allowed = RAGGED if move.ragged else FIXED
         if move.geometry not in allowed:

@@ -150,7 +150,8 @@ def apply_fields(
         elif move.geometry == "labels":
             moved[name] = warp_labels(array, params, name=name)
         elif move.geometry == "points":
-            moved[name] = move_points(array, params.box_matrix.reshape(-1, 6), params.out_hw)
+            forward = params.box_matrix.reshape(-1, 6)
+            moved[name] = move_points(array, forward, params.out_hw, move.flip_order)
         else:
             moved[name] = array
     rows = {name: array for name, array in arrays.items() if found[name].ragged}

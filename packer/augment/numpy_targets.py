@@ -20,7 +20,7 @@ from itertools import pairwise
 import cv2
 import numpy as np
 
-from packer.augment.boxes import inside, move_boxes, move_point
+from packer.augment.boxes import inside, mirrored, move_boxes, move_point
 from packer.augment.moves import Move, by_convention
 from packer.augment.params import AugmentParams
 
@@ -96,10 +96,16 @@ def warp_object_masks(
     return out
 
 
-def move_points(points: np.ndarray, forward: np.ndarray, out_hw: tuple[int, int]) -> np.ndarray:
+def move_points(
+    points: np.ndarray,
+    forward: np.ndarray,
+    out_hw: tuple[int, int],
+    flip_order: tuple[int, ...] = (),
+) -> np.ndarray:
     """Points ``[K, ..., D]`` (last axis x, y[, visibility, ...]) through ``forward`` [K, 6]
     (one map per row), in their dtype: moved as box corners are; a point leaving the frame
-    keeps its moved coordinates and, with a third value, gets visibility 0."""
+    keeps its moved coordinates and, with a third value, gets visibility 0. With
+    ``flip_order``, the points of a row ``[K, P, D]`` whose map mirrors take that order."""
     out = np.array(points, copy=True)
     if out.size == 0:
         return out
@@ -112,6 +118,9 @@ def move_points(points: np.ndarray, forward: np.ndarray, out_hw: tuple[int, int]
     out[..., 0], out[..., 1] = x, y
     if out.shape[-1] >= 3:
         out[..., 2] = np.where(inside(x, y, out_hw), out[..., 2], 0)
+    if flip_order:
+        flips = np.flatnonzero(mirrored(tuple(forward.reshape(-1, 6).T)))
+        out[flips] = out[flips][..., flip_order, :]
     return out
 
 
@@ -137,7 +146,7 @@ def move_rows(
             moved[name], kept = move_all_boxes(params, np.split(rows[name], np.cumsum(counts)[:-1]))
             keep &= kept
         elif move.geometry == "points":
-            moved[name] = move_points(rows[name], forward, params.out_hw)
+            moved[name] = move_points(rows[name], forward, params.out_hw, move.flip_order)
     kept = np.flatnonzero(keep)
     starts = np.concatenate([[0], np.cumsum(counts)])
     out = {}

@@ -244,15 +244,16 @@ class Augment:
         indices,
         out: tuple[np.ndarray, np.ndarray | None] | None = None,
         targets: Sequence[dict] | None = None,
-        geometries: dict[str, str] | None = None,
+        geometries: dict[str, Any] | None = None,
     ) -> tuple[Any, ...]:
         """Draw for ``indices`` and apply with the NumPy/OpenCV executor.
 
         Returns (images, masks), or (images, masks, targets) when ``targets`` (one dict per
         sample of per-object rows: boxes, labels, optional per-object masks, keypoints) are
         given. Their keys move by ``geometries`` (key -> "boxes", "points", "planes" or
-        "none") or, without it, as albumentations and torchvision name them: "boxes" boxes,
-        "masks" per-object masks, "keypoints" points, others ride along."""
+        "none", or a `moves.Move`: points with a flip order) or, without it, as
+        albumentations and torchvision name them: "boxes" boxes, "masks" per-object masks,
+        "keypoints" points, others ride along."""
         from packer.augment.numpy_exec import apply  # OpenCV on first use only
 
         params = self.draw(epoch, indices, images.shape[1:3])

@@ -204,7 +204,7 @@ def move_fields(
         elif move.geometry == "labels":
             moved[name] = warp_labels(value, matrix, out_hw, fill.ignore_index)
         elif move.geometry == "points":
-            moved[name] = move_points(value, forward, out_hw)
+            moved[name] = move_points(value, forward, out_hw, move.flip_order)
         else:
             moved[name] = value
     if padded:

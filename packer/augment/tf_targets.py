@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from packer.augment.boxes import inside, move_boxes, move_point
+from packer.augment.boxes import inside, mirrored, move_boxes, move_point
 from packer.augment.moves import Move, by_convention
 
 
@@ -44,9 +44,10 @@ def _padding(dtype) -> Any:
     return 0 if dtype.is_unsigned or dtype.is_bool else -1
 
 
-def move_points(points, forward, out_hw: tuple[int, int]) -> Any:
+def move_points(points, forward, out_hw: tuple[int, int], flip_order: tuple[int, ...] = ()) -> Any:
     """Points [B, ..., D] (last axis x, y[, visibility, ...]) through [B, 2, 3] ``forward``,
-    in their dtype: as box corners move; visibility 0 for a point that leaves the frame."""
+    in their dtype: as box corners move; visibility 0 for a point that leaves the frame. With
+    ``flip_order``, the points of rows [B, ..., P, D] whose map mirrors take that order."""
     tf = _tf()
     points = tf.convert_to_tensor(points)
     rank = points.shape.rank
@@ -60,7 +61,12 @@ def move_points(points, forward, out_hw: tuple[int, int]) -> Any:
     if points.shape[-1] >= 3:
         seen = points[..., 2]
         columns.append(tf.where(inside(x, y, out_hw), seen, tf.zeros_like(seen)))
-    return tf.concat([tf.stack(columns, axis=-1), points[..., len(columns) :]], axis=-1)
+    out = tf.concat([tf.stack(columns, axis=-1), points[..., len(columns) :]], axis=-1)
+    if not flip_order:
+        return out
+    flips = mirrored(tuple(tf.unstack(tf.reshape(tf.cast(forward, tf.float64), [-1, 6]), 6, 1)))
+    flips = tf.reshape(flips, [-1, *[1] * (rank - 1)])
+    return tf.where(flips, tf.gather(out, list(flip_order), axis=rank - 2), out)
 
 
 def _filled(targets: dict, found: dict[str, Move]) -> Any:
@@ -121,7 +127,7 @@ def move_targets(
             keep = keep & kept
             moved[key] = tf.cast(tf.stack(corners, axis=2), value.dtype)
         elif geometry == "points":
-            moved[key] = move_points(value, forward, out_hw)
+            moved[key] = move_points(value, forward, out_hw, found[key].flip_order)
         elif geometry == "planes":
             moved[key] = warp_object_masks(value, mask_transforms, out_hw)
         else:

@@ -183,7 +183,7 @@ def _move_fixed(value, params: AugmentParams, device, move, coloured: bool, name
         return warp_labels(value, params, device, value.shape, name)
     if move.geometry == "points":
         forward = _torch().as_tensor(params.box_matrix.reshape(-1, 6), device=device)
-        return move_points(value, forward, params.out_hw)
+        return move_points(value, forward, params.out_hw, move.flip_order)
     return value
 
 

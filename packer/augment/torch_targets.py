@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from packer.augment.boxes import inside, move_boxes, move_point
+from packer.augment.boxes import inside, mirrored, move_boxes, move_point
 from packer.augment.moves import Move, by_convention
 from packer.augment.params import AugmentParams
 from packer.augment.torch_grid import mask_grid
@@ -62,10 +62,13 @@ def warp_object_masks(masks: Any, grid: Any) -> Any:
     return (out[0] != 0).to(torch.uint8)
 
 
-def move_points(points: Any, forward: Any, out_hw: tuple[int, int]) -> Any:
+def move_points(
+    points: Any, forward: Any, out_hw: tuple[int, int], flip_order: tuple[int, ...] = ()
+) -> Any:
     """Points [K, ..., D] (last axis x, y[, visibility, ...]) through float64 ``forward``
     [K, 6] (one map per row), in their dtype: as box corners move; visibility 0 for a point
-    that leaves the frame (its moved coordinates stay)."""
+    that leaves the frame (its moved coordinates stay). With ``flip_order``, the points of a
+    row [K, P, D] whose map mirrors take that order."""
     torch = _torch()
     out = points.clone()
     if out.numel() == 0:
@@ -76,6 +79,11 @@ def move_points(points: Any, forward: Any, out_hw: tuple[int, int]) -> Any:
     if out.shape[-1] >= 3:
         seen = out[..., 2]
         out[..., 2] = torch.where(inside(x, y, out_hw), seen, torch.zeros_like(seen))
+    if flip_order:
+        flips = mirrored(tuple(forward.reshape(-1, 6).unbind(-1)))
+        order = torch.as_tensor(flip_order, device=out.device)
+        flips = flips.reshape(-1, *[1] * (out.ndim - 1))
+        out = torch.where(flips, out.index_select(out.ndim - 2, order), out)
     return out
 
 
@@ -122,7 +130,7 @@ def move_targets(
             keep &= kept
         elif geometry == "points":
             flat = torch.cat([torch.as_tensor(t[key], device=device) for t in targets])
-            moved[key] = move_points(flat, forward, params.out_hw)
+            moved[key] = move_points(flat, forward, params.out_hw, found[key].flip_order)
     keep_host = keep.cpu()  # the one synchronisation: which rows each sample keeps
     grids = None
     results, start = [], 0

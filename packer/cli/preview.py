@@ -110,9 +110,10 @@ def render(
     drawn = sorted(
         (f for f in dataset.fields if f is not image), key=lambda f: kind_of(f).draw_layer
     )
+    edges = tuple(tuple(e) for e in dataset.manifest.get("keypoints", {}).get("skeleton", []))
     tiles, shown = [], set()
     for k, caption in enumerate(captions):
-        sample = Tile(pictures[k], tile, colors, dataset.class_names, font, caption)
+        sample = Tile(pictures[k], tile, colors, dataset.class_names, font, caption, edges)
         values = _values(drawn, batch, targets, k)
         _know_classes(sample, values)
         for field, value in values:

@@ -14,7 +14,8 @@ NO_CLASS = (255, 255, 0)  # points and boxes of samples without class ids: yello
 class Tile:
     """One sample's picture: `pixels` (8-bit RGB at the pack's size) until a kind draws at the
     tile's `size` (W, H), then the OpenCV-resized pixels; a kind adds to `caption` and to the
-    classes `shown` in the legend. A tile nothing draws at its size is resized by PIL."""
+    classes `shown` in the legend; `skeleton` is the edges keypoints are joined by. A tile
+    nothing draws at its size is resized by PIL."""
 
     def __init__(
         self,
@@ -24,6 +25,7 @@ class Tile:
         names: list[str],
         font,
         caption: str,
+        skeleton: tuple[tuple[int, int], ...] = (),
     ) -> None:
         self.pixels = pixels
         self.size = size
@@ -31,6 +33,7 @@ class Tile:
         self.names = names
         self.font = font
         self.caption = caption
+        self.skeleton = skeleton  # the pack's keypoint edges (the manifest's `keypoints`)
         self.shown: set[int] = set()
         self.object_classes: np.ndarray | None = None  # per object, from a ragged class id field
         self.sample_class: int | None = None  # from a fixed class id field

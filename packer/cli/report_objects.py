@@ -25,8 +25,24 @@ def dropped_lines(data: dict, named: int = SHOWN) -> list[str]:
     return lines
 
 
+def keypoint_lines(data: dict) -> list[str]:
+    """Per point name, the objects with it visible and with it labelled (`stats.keypoints`
+    named by the manifest's `keypoints`)."""
+    counts = data["stats"].get("keypoints")
+    if not counts or not counts["labelled"]:
+        return []
+    names = data.get("keypoints", {}).get("names") or []
+    named = [names[k] if k < len(names) else str(k) for k in range(len(counts["labelled"]))]
+    shown = ", ".join(
+        f"{name} {seen}/{labelled}"
+        for name, seen, labelled in zip(named, counts["visible"], counts["labelled"], strict=True)
+    )
+    return [f"points:   visible/labelled per keypoint: {shown}"]
+
+
 def object_lines(data: dict) -> list[str]:
-    """Objects per image and per class, and by COCO's area ranges (on the packed boxes)."""
+    """Objects per image and per class, and by COCO's area ranges (on the packed boxes); the
+    keypoints' counts per name."""
     stats = data["stats"]
     objects = stats.get("objects")
     if objects is None:
@@ -41,4 +57,5 @@ def object_lines(data: dict) -> list[str]:
         f"{per_image.get(0, 0)} images with none",
         f"sizes:    small {sizes['small']}, medium {sizes['medium']}, large {sizes['large']} "
         "(COCO's ranges: under 32^2, under 96^2 px of the packed box)",
+        *keypoint_lines(data),
     ]

@@ -13,13 +13,27 @@ from .boxes import Boxes
 from .class_id import ClassId
 from .flag import Flag
 from .image import Image
+from .keypoints import Keypoints
 from .kind import GEOMETRIES, FieldKind
 from .mask import Mask
 from .object_class import ObjectClass
 from .object_mask import ObjectMask
+from .pixels import Pixels
 
 BUILTIN: dict[str, type[FieldKind]] = {
-    k.name: k for k in (FieldKind, Image, Mask, ClassId, Boxes, ObjectClass, Flag, ObjectMask)
+    k.name: k
+    for k in (
+        FieldKind,
+        Image,
+        Mask,
+        ClassId,
+        Boxes,
+        ObjectClass,
+        Flag,
+        ObjectMask,
+        Pixels,
+        Keypoints,
+    )
 }
 _KINDS: dict[str, FieldKind] = {name: cls() for name, cls in BUILTIN.items()}
 
@@ -55,6 +69,7 @@ def _reduce_field(field: Field) -> tuple:
     """Pickle a field with its kind when that is not built in, so that a worker process
     started by spawn knows a kind the parent registered."""
     args = (field.name, field.shape, field.dtype, field.ragged, field.packing, field.kind)
+    args += (field.flip_order,) if field.flip_order or field.encoding != "raw" else ()
     args += (field.encoding,) if field.encoding != "raw" else ()
     if field.kind in BUILTIN:
         return Field, args
@@ -62,7 +77,10 @@ def _reduce_field(field: Field) -> tuple:
 
 
 def _field_with_kind(args: tuple, kind: FieldKind) -> Field:
-    register(kind)
+    """A field whose kind came with it: registered unless this process knows that name
+    already (a forked worker has the parent's own kind)."""
+    if kind.name not in _KINDS:
+        register(kind)
     return Field(*args)
 
 

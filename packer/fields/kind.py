@@ -11,6 +11,8 @@ subclass that says only what differs, registered with `packer.fields.register`.
 
 from __future__ import annotations
 
+import pickle
+import sys
 from collections import Counter
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -21,6 +23,7 @@ from .counting import class_counts, shape_text
 if TYPE_CHECKING:
     from ..labels import ClassTable
     from ..schema import Field
+    from .placing import Frame
 
 # How the geometry (resize, crop, pad; the augmentation's flips, affine warps) moves a field:
 #   "pixels"  a picture of the image's size: resampled with the kind's `interpolation`
@@ -31,6 +34,25 @@ if TYPE_CHECKING:
 #   "none"    numbers the geometry does not touch (class ids, flags, regression targets)
 GEOMETRIES = ("pixels", "labels", "boxes", "points", "planes", "none")
 INTERPOLATIONS = ("linear", "area", "nearest", "cubic")
+
+
+def _importable(cls: type) -> bool:
+    """Whether another process can import `cls` by its module and name (not from a main
+    script, which spawned processes do not import, nor from code run without a module)."""
+    if cls.__module__ in ("__main__", "__mp_main__"):
+        return False
+    module = sys.modules.get(cls.__module__)
+    if getattr(module, "__spec__", None) is None:
+        return False
+    found = module
+    for part in cls.__qualname__.split("."):
+        found = getattr(found, part, None)
+    return found is cls
+
+
+def _rebuilt(base: type, name: str, attributes: dict) -> FieldKind:
+    """A kind sent by value: its class made again from its importable base and attributes."""
+    return type(name, (base,), attributes)()
 
 
 class FieldKind:
@@ -55,7 +77,43 @@ class FieldKind:
     def __repr__(self) -> str:
         return f"<field kind {self.name!r}: geometry {self.geometry}>"
 
+    def __reduce__(self) -> tuple:
+        """By reference when the kind's class can be imported by name; a kind defined in the
+        main script, a notebook or any module another process cannot import goes by value
+        (its base and class attributes), which is enough for a kind that only sets attributes.
+        A spawned worker process (packer's, or a DataLoader's once torch or TensorFlow is
+        loaded) imports nothing of the parent's main script."""
+        cls = type(self)
+        if _importable(cls):
+            return cls, ()
+        own = {k: v for k, v in vars(cls).items() if not k.startswith("__")}
+        methods = sorted(k for k, v in own.items() if callable(v) or hasattr(v, "__get__"))
+        if methods:
+            raise pickle.PicklingError(
+                f"field kind {self.name!r} ({cls.__module__}.{cls.__qualname__}) defines "
+                f"{', '.join(methods)} outside an importable module, so worker processes cannot "
+                "have it: define it in a module your script imports"
+            )
+        base = next(b for b in cls.__mro__[1:] if _importable(b))
+        return _rebuilt, (base, cls.__name__, own)
+
     # --- packing: placing a source's value by the pack's geometry
+
+    def place(self, value, field: Field, frame: Frame) -> np.ndarray:
+        """One sample's `value` for `field` (ragged: its rows `[N, *row]`), placed by the
+        pack's geometry as `frame` says (`fields.placing`: by this kind's `geometry`) and in
+        the field's dtype without loss; a value that cannot be is a ValueError saying why."""
+        from . import placing
+
+        if self.geometry == "pixels":
+            return placing.pixels(value, field.shape, field.dtype, frame, self.interpolation)
+        if self.geometry == "labels":
+            return placing.labels(value, field.dtype, frame)
+        if self.geometry == "planes":
+            return placing.planes(value, field.dtype, frame)
+        if self.geometry in ("boxes", "points"):
+            return placing.coordinates(value, field.dtype, frame, self.geometry == "boxes")
+        return placing.fitted(value, field.dtype)
 
     # --- storage: TFRecord and RecordIO
     # TFRecord: a kind gives its Example features as key -> ("int64" | "float" | "bytes",

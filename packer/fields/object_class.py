@@ -36,7 +36,11 @@ class ObjectClass(FieldKind):
         ids = [int(v) for v in np.asarray(value).reshape(-1)]
         return {
             self.tf_key: ("int64", [i + self.offset for i in ids]),
-            self.tf_text: ("bytes", [names[i].encode() for i in ids]),
+            # a class id the table does not name (integer ids given as such): its number
+            self.tf_text: (
+                "bytes",
+                [(names[i] if i < len(names) else str(i)).encode() for i in ids],
+            ),
         }
 
     def tfrecord_decode(self, field, example, size):

@@ -10,8 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..schema import Field
+from .keypoints import Skeleton
 
-PRESETS = ("classification", "segmentation", "detection", "instances")
+PRESETS = ("classification", "segmentation", "detection", "instances", "keypoints")
 CUSTOM = "custom"
 
 
@@ -20,17 +21,19 @@ def fields_for(
     size: tuple[int, int],
     mask_dtype: np.dtype,
     image: tuple[str, int] = ("uint8", 3),
+    points: Skeleton | None = None,
 ) -> tuple[Field, ...]:
     """Images `[H,W,C]` of the sample type and band count `image` (8-bit RGB unless the source
     is something else), plus masks `[H,W]` (segmentation), an int32 label (classification), or
     per object a box, a label, crowd and difficult flags (detection) and a bit-packed `[H,W]`
-    mask (instances)."""
+    mask (instances) or K keypoints (x, y, visibility) of `points` (keypoints, one point
+    without it)."""
     width, height = size
     image_dtype, bands = image
     image = Field("images", (height, width, bands), np.dtype(image_dtype).str, kind="image")
     if task == "segmentation":
         return image, Field("masks", (height, width), np.dtype(mask_dtype).str, kind="mask")
-    if task in ("detection", "instances"):
+    if task in ("detection", "instances", "keypoints"):
         objects = (
             Field("boxes", (4,), "<f4", ragged=True, kind="boxes"),
             Field("labels", (), "<i4", ragged=True, kind="object_class"),
@@ -38,6 +41,10 @@ def fields_for(
             Field("difficult", (), "|u1", ragged=True, kind="flag"),
         )
         masks = (Field("masks", (height, width), "|u1", True, "bits", "object_mask"),)
+        if task == "keypoints":
+            count, order = (len(points.names), points.flip_order) if points else (1, ())
+            kept = Field("keypoints", (count, 3), "<f4", True, kind="keypoints", flip_order=order)
+            return image, *objects, kept
         return image, *objects, *masks * (task == "instances")
     if task != "classification":
         raise ValueError(f"unknown preset {task!r}; choose one of {', '.join(PRESETS)}")

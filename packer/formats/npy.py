@@ -304,14 +304,16 @@ class NpyShardReader:
             return {}, np.zeros(len(local), np.int64)
         # every object field has the same rows per sample: find them once, in the first's offsets
         offsets = next(iter(self._ragged.values()))[1]
-        starts, counts = offsets[local], offsets[local + 1] - offsets[local]
-        ends = np.cumsum(counts)
-        rows = np.repeat(starts - ends + counts, counts) + np.arange(ends[-1] if len(ends) else 0)
-        fields = {
-            f.name: f.decode(values.take(rows, axis=0), copy=False)
-            for f, (values, _) in self._ragged.items()
-            if names is None or f.name in names
-        }
+        starts, ends = offsets[local], offsets[local + 1]
+        counts = ends - starts
+        total = np.cumsum(counts)
+        rows = np.repeat(starts - total + counts, counts)
+        rows += np.arange(total[-1] if len(total) else 0)
+        fields = {}
+        for f, (values, _) in self._ragged.items():
+            if names is None or f.name in names:  # stored rows are the values unless packed
+                taken = values.take(rows, axis=0)
+                fields[f.name] = f.decode(taken, copy=False) if f.packing else taken
         return fields, counts
 
     def open(self) -> None:

@@ -30,15 +30,15 @@ from ..imaging import (
 from ..imaging.kinds import AUTO, Conversion
 from ..labels import ClassTable, LabelMapper
 from ..schema import Field
-from ..sources import MaskRecipe, ObjectsRecipe, Sample, mask_files, mask_key
-from ..sources.hf_cells import read_with_stat as read_file_or_cell
-from ..sources.objects import TASKS
+from ..sources import MaskRecipe, ObjectsRecipe, Sample, mask_key
+from ..sources.model import sample_files
 from . import prefetch, stats
 from .kinds import ImageKinds
 from .ledger import scratch, workdir
 from .objects import object_record
 from .preflight import mask_size_mismatch
 from .tasks import ChunkResult, ChunkTask, ShardTask
+from .values import SampleError, values_record
 
 
 @dataclass(frozen=True)
@@ -62,15 +62,6 @@ class PackConfig:
 
 
 DROPPED = "dropped objects"  # a record's key for its objects left out (never a field)
-
-
-class SampleError(Exception):
-    """One input that cannot be packed: the file at fault and the precise reason."""
-
-    def __init__(self, path: str, reason: str) -> None:
-        super().__init__(f"{path}: {reason}")
-        self.path = path
-        self.reason = reason
 
 
 class Converter:
@@ -102,13 +93,13 @@ class Converter:
         part_dir = workdir.parts_dir(self.out)
         storage.make_dirs(part_dir)
         options = config.format_options
-        if config.task in TASKS and config.table is not None:  # names for the writers' labels
+        if config.table is not None:  # class names, for the writers that store them beside ids
             options = {**options, "class_names": tuple(config.table.names)}
         writer = formats.get(config.format).ChunkWriter(part_dir, task, config.fields, options)
         read = prefetch.Fetcher(  # sources at a URL: the next files requested ahead
             config.root,
-            [p for s in task.samples for p in (s.image, *mask_files(s.mask))],
-            read_file_or_cell,  # files, and images inside Parquet/Arrow files (hf_cells)
+            [p for s in task.samples for p in sample_files(s)],
+            storage.read_with_stat,
         )
         try:
             for sample in task.samples:
@@ -132,7 +123,10 @@ class Converter:
                 result.kept.append([sample.image, mask_key(sample.mask)])
                 if isinstance(sample.mask, MaskRecipe):
                     result.annotations[sample.image] = sample.mask.digest
-                result.stats.add(record, backend)
+                elif sample.values is not None:
+                    result.values[sample.image] = sample.values.digest
+                fields = None if sample.values is None else config.fields  # presets': by name
+                result.stats.add(record, backend, fields)
         finally:
             read.close()
             writer.close()
@@ -178,7 +172,9 @@ class Converter:
             "rejected": [r for c in results for r in c.rejected],
             "unknown": [u for c in results for u in c.unknown],
             **(
-                {"dropped": [d for c in results for d in c.dropped]} if config.task in TASKS else {}
+                {"dropped": [d for c in results for d in c.dropped]}
+                if any(f.ragged for f in config.fields)  # objects: the presets' and others'
+                else {}
             ),
             "sources": dict(sorted((k, v) for c in results for k, v in c.sources.items())),
             **_annotations(results),
@@ -200,6 +196,11 @@ class Converter:
         """One sample's arrays: the transformed image and its label or its mapped, aligned mask.
         The states of the source files read go into `states`."""
         config = self.config
+        if sample.values is not None:
+            record, backend, dropped = values_record(
+                sample, config, lambda r: self._read(r, states, read)
+            )
+            return {**record, DROPPED: dropped} if dropped else record, backend, {}
         try:
             data = self._read(sample.image, states, read)
             image = decode_image(data, config.geometry, config.max_pixels, config.conversion)
@@ -263,6 +264,7 @@ class Converter:
             image.placement,
             self.config.task == "instances",
             self.config.min_box_size,
+            next((f.shape[0] for f in self.config.fields if f.kind == "keypoints"), 0),
         )
         dropped = [_dropped(p, recipe) for p in problems]
         dropped += [{"path": sample.image, "object": i, "reason": why} for i, why in geometry]
@@ -290,9 +292,13 @@ def _dropped(problem: str, recipe) -> dict:
 
 
 def _annotations(results: list[ChunkResult]) -> dict:
-    """The receipt's `annotations` (image -> digest of its annotations), when there are any."""
-    found = dict(sorted((k, v) for c in results for k, v in c.annotations.items()))
-    return {"annotations": found} if found else {}
+    """The receipt's `annotations` (image -> digest of its annotations) and `values` (a Python
+    sample's provenance -> digest of its values), when there are any."""
+    found = {}
+    for key in ("annotations", "values"):
+        digests = dict(sorted((k, v) for c in results for k, v in getattr(c, key).items()))
+        found |= {key: digests} if digests else {}
+    return found
 
 
 def read_source(path: str) -> bytes:

@@ -8,8 +8,9 @@ the image before this (objects are in the image as displayed), so the same map h
 A box is the image of its corners, clipped to the pasted area. An object is dropped, with its
 reason, only when that box has no area as stored (float32 x2 <= x1 or y2 <= y1: it lies
 outside the frame, or the source gave it none), as torchvision's detection reference,
-Detectron2 and Ultralytics keep every other box; or, when the pack asks for `min_box_size`,
-when it is narrower or lower than that, within `SIZE_SLACK` of the box's coordinates (float32
+Detectron2 and Ultralytics keep every other box (a dropped object's keypoints leave with it);
+or, when the pack asks for `min_box_size`, when it is narrower or lower than that, within
+`SIZE_SLACK` of the box's coordinates (float32
 source pixels, as YOLO's are computed, make an exactly 1 px object 0.99997 px). Masks: each
 object's 0/1 plane at the source size (pycocotools for COCO polygons and RLE, as
 `COCO.annToMask`; OpenCV's `fillPoly` for "fill" polygons, as Ultralytics' `polygon2mask`),
@@ -24,6 +25,7 @@ import cv2
 import numpy as np
 
 from ..errors import LabelError
+from ..fields.keypoints import place_points
 from ..imaging import Placement
 from ..imaging.geometry import SIZE_SLACK, nearest_indices
 from ..sources import SourceObject
@@ -80,9 +82,11 @@ def object_record(
     placement: Placement,
     instances: bool,
     min_box_size: float = 0.0,
+    points: int = 0,
 ) -> tuple[dict[str, np.ndarray], list[tuple[int, str]]]:
     """The object fields of one sample, and the objects dropped: (index among `objects`, why).
-    Objects whose placed box has no area leave; with `min_box_size`, smaller ones too."""
+    Objects whose placed box has no area leave, with their keypoints; with `min_box_size`,
+    smaller ones too. With `points` (K), each object's keypoints `[K, 3]` moved as pixels."""
     boxes = np.array([o.box for o in objects], np.float64).reshape(-1, 4)
     placed = place_boxes(boxes, placement).astype(np.float32)
     keep, dropped = _kept(boxes, placed, placement, min_box_size)
@@ -93,6 +97,11 @@ def object_record(
         "iscrowd": np.array([o.crowd for o in kept], np.uint8),
         "difficult": np.array([o.difficult for o in kept], np.uint8),
     }
+    if points:
+        flat = np.array([o.points or (0.0,) * points * 3 for o in kept], np.float64)
+        record["keypoints"] = place_points(flat.reshape(-1, points, 3), placement).astype(
+            np.float32
+        )
     if instances:
         masks, failed = _masks(kept, source_size, placement)
         good = np.ones(len(kept), bool)

@@ -104,9 +104,10 @@ class PlanOptions(Options):
     task: str = option(
         "auto",
         "What each sample's target is: auto takes the layout's own (YOLO boxes and VOC: "
-        "detection; YOLO polygons: instances; COCO: segmentation); --dry-run says which.",
+        "detection; YOLO polygons: instances; YOLO pose and COCO person keypoints: keypoints; "
+        "COCO: segmentation); --dry-run says which.",
         kind="choice",
-        choices=("auto", "classification", "segmentation", "detection", "instances"),
+        choices=("auto", "classification", "segmentation", "detection", "instances", "keypoints"),
     )
 
     layout: str = option(

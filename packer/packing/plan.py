@@ -27,7 +27,8 @@ from ..labels import ClassTable, mask_dtype
 from ..manifest import OBJECT_TASKS
 from ..options import OptionError, with_signature
 from ..schema import record_bytes
-from ..sources import AnnotationOptions, Sample, SourceScan, mask_files, mask_line, scan
+from ..sources import AnnotationOptions, Sample, SourceScan, mask_line, scan
+from ..sources.model import sample_files
 from .classes import class_mapping, class_table, relabelled
 from .convert import PackConfig
 from .kinds import image_kinds, mask_bits
@@ -103,7 +104,7 @@ class PackPlan:
 
     def sources(self) -> set[str]:
         """Every source file the plan reads (images and masks), relative to the source root."""
-        return {p for s in self.scan.samples for p in (s.image, *mask_files(s.mask))}
+        return {p for s in self.scan.samples for p in sample_files(s)}
 
     def planned_bytes(self, skip: set[str] | frozenset[str] = frozenset()) -> int:
         """Bytes the shards not in `skip` will take, uncompressed (an upper bound for
@@ -247,6 +248,7 @@ def make_plan(
         geometry.size,
         mask_dtype(table and len(table), ignore_index),
         (kinds.stored.dtype, kinds.stored.bands),
+        found.keypoints,
     )
     fields, fmt_options = formats.encoding.encoded(fields, fmt_options)  # image fields
     _check_fields(format, fields, fmt_options)
@@ -375,7 +377,8 @@ def options_fingerprint(options: dict) -> str:
 
 
 def _sample_line(s: Sample) -> bytes:
-    return f"{s.split}\0{s.image}\0{mask_line(s.mask)}\0{s.label}\n".encode()
+    values = "" if s.values is None else f"\0{s.values.digest}"  # Python samples' values
+    return f"{s.split}\0{s.image}\0{mask_line(s.mask)}\0{s.label}{values}\n".encode()
 
 
 def _fingerprint(options: dict, found: SourceScan) -> str:

@@ -222,6 +222,7 @@ class _Job:
             run=run,
             rejected=self.rejected,
             left_out=plan.scan.left_out,
+            keypoints=plan.scan.keypoints and plan.scan.keypoints.to_json(),
         )
 
 

@@ -57,5 +57,7 @@ class ChunkResult:
     sources: dict[str, list | None] = field(default_factory=dict)
     # image -> digest of its annotations, for masks drawn from annotations (COCO)
     annotations: dict[str, str] = field(default_factory=dict)
+    # provenance -> digest of its values, for samples given in Python
+    values: dict[str, str] = field(default_factory=dict)
     # detection: objects left out, {"path": where, "reason": why} each
     dropped: list[dict] = field(default_factory=list)

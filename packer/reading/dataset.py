@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
@@ -258,6 +259,10 @@ class Split:
         shard, local = self.locate(index)
         image, mask = self._provenance(shard)[local]
         root = storage.as_path(self.dataset.manifest["source"]["root"])
+        if re.fullmatch(
+            manifest.SAMPLE_WITHOUT_FILE.format(r"\d+"), image
+        ):  # a Python sample's image given as data
+            return image, None
         return str(root / image), mask and str(root / mask)
 
     def _provenance(self, shard: int) -> list:

@@ -38,17 +38,23 @@ class Padder:
     def __call__(self, fields: dict[str, np.ndarray], counts: np.ndarray) -> dict[str, np.ndarray]:
         """Padded arrays of a batch's ragged fields (every row, sample after sample) and
         each sample's row count."""
-        batch = len(counts)
-        row = np.repeat(np.arange(batch), counts)
-        place = np.arange(len(row)) - np.repeat(np.cumsum(counts) - counts, counts)
-        keep = place < self.max_boxes
-        rows, places = row[keep], place[keep]
+        batch, size = len(counts), self.max_boxes
+        ends = np.cumsum(counts)
+        # each row's place in the [B * max_boxes] rows of the padded arrays: one index per row
+        # assigns along one axis, twice as fast as a (sample, place) pair of index arrays
+        dest = np.arange(ends[-1] if batch else 0)
+        dest += np.repeat(np.arange(0, batch * size, size) - ends + counts, counts)
+        keep = dest < np.repeat(np.arange(size, (batch + 1) * size, size), counts)
+        whole = bool(keep.all())  # nothing cut (the usual case): every row as it is
+        if not whole:
+            dest = dest[keep]
         padded = {}
         for f in self.fields:
-            out = np.full((batch, self.max_boxes, *f.shape), np.array(PAD).astype(f.dtype))
-            out[rows, places] = fields[f.name][keep]
+            out = np.full((batch, size, *f.shape), np.array(PAD).astype(f.dtype))
+            rows = fields[f.name]
+            out.reshape(batch * size, *f.shape)[dest] = rows if whole else rows[keep]
             padded[f.name] = out
-        cut = int((~keep).sum())
+        cut = len(keep) - len(dest)
         if cut:
             if not self.cut:
                 warnings.warn(

@@ -5,11 +5,14 @@ Categories sorted by id become classes 1..K after `background` (0), as in torchv
 segmentation reference. Each image becomes a sample whose mask is a `CocoInstances` recipe
 holding that image's annotations only, so a worker never holds the index. Annotations that
 cannot be drawn reject their image with the annotation's id; an annotation of an image that
-is not listed is reported on its own.
+is not listed is reported on its own. `annotations/person_keypoints_<split>.json` files are
+read where there is no instances file (or with --task keypoints); JSONs whose categories name
+keypoints pack as keypoints under auto (`coco_objects`).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from .. import storage
@@ -33,20 +36,36 @@ from .objects import TASKS
 from .recipes import digest_of
 
 NAME = "coco"
-LOOKED_FOR = "annotations/instances_<split>.json beside <split>/ image folders, or --coco FILE"
+LOOKED_FOR = (
+    "annotations/instances_<split>.json (or person_keypoints_<split>.json) beside <split>/ "
+    "image folders, or --coco FILE"
+)
+
+
+def _beside(tree: Tree, task: str) -> list[JsonFile]:
+    """The layout's JSONs with their image folder: instances files, or the person_keypoints
+    files when the task is keypoints or there is no instances file."""
+    instances = [f for f in found_files(tree, "instances") if f.stem in tree[""].dirs]
+    if instances and task != "keypoints":
+        return instances
+    return [f for f in found_files(tree, "person_keypoints") if f.stem in tree[""].dirs]
 
 
 def detect(tree: Tree, annotations: AnnotationOptions) -> str | None:
     """Why the source is COCO instances (their JSON files, or --coco given), or None."""
     if annotations.coco:
         return "COCO instances: " + ", ".join(path for _, path in annotations.coco)
-    files = [f for f in found_files(tree, "instances") if f.stem in tree[""].dirs]
+    files = _beside(tree, annotations.task)
     return "COCO instances: " + ", ".join(f.shown for f in files) if files else None
 
 
 def scan(root: Path, tree: Tree, annotations: AnnotationOptions) -> Found:
     """Every image of every instances JSON, with its annotations as a mask recipe."""
-    files = _given_files(annotations) if annotations.coco else _layout_files(root, tree)
+    files = (
+        _given_files(annotations)
+        if annotations.coco
+        else _layout_files(root, tree, annotations.task)
+    )
     loaded = [(f, read_json(root, f), "" if annotations.coco else f.stem) for f in files]
     found = scan_files(root, loaded, tree, annotations, NAME)
     if not annotations.coco:
@@ -70,6 +89,17 @@ def scan_files(
     for file, data, _ in loaded:
         if file.path.name == ROBOFLOW_JSON:
             drop_placeholder(data)
+    named = any(coco_objects.has_keypoints(d.get("categories")) for _, d, _ in loaded)
+    if annotations.task == "auto" and named:
+        found = coco_objects.scan_objects(
+            root, loaded, tree, replace(annotations, task="keypoints")
+        )
+        found.layout = layout
+        found.task_why = (
+            "auto: the categories name keypoints (person keypoints): each object's box, class "
+            f"and keypoints; {flag('task', 'detection')} packs their boxes only"
+        )
+        return found
     if annotations.task in TASKS:
         found = coco_objects.scan_objects(root, loaded, tree, annotations)
         found.layout = layout
@@ -126,9 +156,9 @@ def scan_files(
     return found
 
 
-def _layout_files(root: Path, tree: Tree) -> list[JsonFile]:
+def _layout_files(root: Path, tree: Tree, task: str) -> list[JsonFile]:
     """The instances JSONs whose image folder is there; an error when there is none."""
-    files = [f for f in found_files(tree, "instances") if f.stem in tree[""].dirs]
+    files = _beside(tree, task)
     if not files:
         raise SourceError(
             f"{flag('layout', NAME)}: {root} has no COCO instances layout (looked for {LOOKED_FOR})"
@@ -142,7 +172,7 @@ def _given_files(annotations: AnnotationOptions) -> list[JsonFile]:
     for split, path in annotations.coco:
         location = storage.as_path(path).expanduser()
         location = location if storage.is_url(location) else location.resolve()
-        stem = location.stem.removeprefix("instances_")
+        stem = location.stem.removeprefix("instances_").removeprefix("person_keypoints_")
         name = split or (split_name(stem) if stem != location.stem else "train")
         if name in splits:
             raise SourceError(f"two {flag('coco')} files for split {name!r}: name each split")

@@ -5,6 +5,13 @@ becomes x1, y1, x2, y2 = x, y, x + w, y + h; categories sorted by id become labe
 (no background); crowd annotations are left out unless `--crowd class` keeps them, flagged
 `iscrowd`; boxes of no width or height are removed. Each removal is a problem line (file,
 annotation id, reason) the pack records while the image and its other objects are kept.
+
+Keypoints (`--task keypoints`, person_keypoints JSONs): each annotation's `keypoints`
+[x, y, v] x K, K and the points' names and skeleton from the category that names them. COCO's
+keypoint coordinates are pixel indices (integers in 0..W-1, where its polygons and boxes are
+continuous, 0..W), as Detectron2 reads them (`load_coco_json` adds 0.5): a labelled point
+becomes x + 0.5, y + 0.5 in the continuous coordinates the pack's boxes and points share; a
+visibility other than 0, 1 or 2, or a list of another length, leaves its annotation out.
 """
 
 from __future__ import annotations
@@ -12,14 +19,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import LabelError
+from ..errors import LabelError, SourceError
+from ..fields.keypoints import Skeleton, flip_order_of
 from .coco_files import JsonFile, annotations_by_image, class_table, image_files
 from .model import AnnotationOptions, Found, Tree
 from .objects import ObjectsRecipe, SourceObject
 from .recipes import Reader, digest_of
 
-# One annotation: (annotation id, class index, crowd, (x1, y1, x2, y2), shape or None).
-Annotation = tuple[int, int, bool, tuple[float, float, float, float], tuple | None]
+# One annotation: (annotation id, class index, crowd, (x1, y1, x2, y2), shape or None), and
+# under the keypoints task its keypoints (flat x, y, v in continuous pixels) after them.
+Annotation = tuple
 
 
 def _box(annotation: dict) -> tuple[float, float, float, float] | str:
@@ -58,10 +67,37 @@ def _shape(annotation: dict) -> tuple | str | None:
     return None
 
 
+def _points(annotation: dict, count: int) -> tuple[float, ...] | str:
+    """An annotation's `keypoints` as x, y (pixel index + 0.5), v flat, or why it cannot be
+    (none at all: every point not labelled)."""
+    given = annotation.get("keypoints")
+    if given is None:
+        return (0.0,) * count * 3
+    try:
+        rows = [float(v) for v in given]
+    except (TypeError, ValueError):
+        return "keypoints hold a value that is not a number"
+    if len(rows) != count * 3:
+        return f"{len(rows)} keypoint values; the category's {count} points need {count * 3}"
+    flat = []
+    for k in range(count):
+        x, y, v = rows[3 * k : 3 * k + 3]
+        if v not in (0, 1, 2):
+            return f"keypoint {k} has visibility {v:g}, not 0, 1 or 2"
+        flat += [x + 0.5, y + 0.5, v] if v else [0.0, 0.0, 0.0]
+    return tuple(flat)
+
+
 def annotations_of(
-    mine: list[dict], classes: dict[int, int], crowd: str, file: JsonFile, instances: bool
+    mine: list[dict],
+    classes: dict[int, int],
+    crowd: str,
+    file: JsonFile,
+    instances: bool,
+    points: int = 0,
 ) -> tuple[tuple[Annotation, ...], tuple[str, ...]]:
-    """One image's annotations as kept objects, and a problem line per annotation left out."""
+    """One image's annotations as kept objects, and a problem line per annotation left out;
+    with `points` (K), each object's keypoints."""
     kept, problems = [], []
     for a in mine:
         aid = a.get("id")
@@ -75,13 +111,16 @@ def annotations_of(
             continue  # torchvision's detection reference leaves crowds out; not a problem
         box = _box(a)
         shape = _shape(a) if instances else None
-        reason = box if isinstance(box, str) else shape if isinstance(shape, str) else None
+        kept_points = _points(a, points) if points else None
+        reason = next((r for r in (box, shape, kept_points) if isinstance(r, str)), None)
         if reason is None and instances and shape is None:
             reason = "no segmentation to draw its mask (boxes only: --task detection packs it)"
         if reason is not None:
             problems.append(f"{where}: {reason}")
             continue
-        kept.append((int(aid) if aid is not None else -1, classes[category], is_crowd, box, shape))
+        number = int(aid) if aid is not None else -1
+        points_part = () if kept_points is None else (kept_points,)
+        kept.append((number, classes[category], is_crowd, box, shape, *points_part))
     return tuple(kept), tuple(problems)
 
 
@@ -109,8 +148,8 @@ class CocoObjects(ObjectsRecipe):
                 f"{size[0]}x{size[1]}"
             )
         found = [
-            SourceObject(label, box, shape, crowd)
-            for _, label, crowd, box, shape in self.annotations
+            SourceObject(a[1], a[3], a[4], a[2], points=a[5] if len(a) > 5 else None)
+            for a in self.annotations
         ]
         return found, list(self.problems)
 
@@ -125,18 +164,21 @@ def scan_objects(
     found.class_names = list(found.table.names)
     counts, boxes_only, problems_seen = [], 0, []
     instances = options.task == "instances"
+    if options.task == "keypoints":
+        found.keypoints = skeleton([d["categories"] for _, d, _ in loaded])
+    points = len(found.keypoints.names) if found.keypoints else 0
+    keys = ("id", "category_id", "iscrowd", "bbox", "segmentation", "keypoints")[: 5 + bool(points)]
     for file, data, folder in loaded:
         images = image_files(root, data, file, tree, folder, found.rejected)
         per_image = annotations_by_image(data, file, found.rejected)
         for image_id, (rel, height, width) in images.items():
             mine = per_image.get(image_id, [])
-            kept, problems = annotations_of(mine, classes, options.crowd, file, instances)
+            kept, problems = annotations_of(mine, classes, options.crowd, file, instances, points)
             boxes_only += sum("no segmentation to draw" in p for p in problems)
             problems_seen += problems
             digest = digest_of(
                 [options.task, options.crowd, height, width]
-                + [[a.get(k) for k in ("id", "category_id", "iscrowd", "bbox", "segmentation")]
-                   for a in mine]
+                + [[a.get(k) for k in keys] for a in mine]
             )  # fmt: skip
             recipe = CocoObjects(file.shown, image_id, height, width, kept, problems, digest)
             found.items.append((rel, file.split, recipe, None))
@@ -155,6 +197,37 @@ def scan_objects(
             "cannot draw their masks and leaves them out; --task detection packs their boxes"
         )
     return found
+
+
+def has_keypoints(categories: list) -> bool:
+    """Whether a JSON's categories name keypoints (COCO's person_keypoints files do)."""
+    return any(isinstance(c, dict) and c.get("keypoints") for c in categories or [])
+
+
+def skeleton(per_file: list[list]) -> Skeleton:
+    """The points of the first category (by id) naming keypoints: names, skeleton (0-based)
+    and the flip order the names' `left_`/`right_` pairs imply; every category naming keypoints
+    must name the same ones."""
+    named = sorted(
+        (c for categories in per_file for c in categories or [] if has_keypoints([c])),
+        key=lambda c: c.get("id", 0),
+    )
+    if not named:
+        raise SourceError("--task keypoints: no category of the COCO JSONs names keypoints")
+    names = tuple(str(n) for n in named[0]["keypoints"])
+    other = next((c for c in named if tuple(map(str, c["keypoints"])) != names), None)
+    if other is not None:
+        raise SourceError(
+            f"categories {named[0].get('name')!r} and {other.get('name')!r} name different "
+            "keypoints; a pack holds one set of points"
+        )
+    edges = []
+    for edge in named[0].get("skeleton") or []:
+        a, b = (int(v) - 1 for v in edge)
+        if not (0 <= a < len(names) and 0 <= b < len(names)):
+            raise SourceError(f"skeleton edge {edge} names a point beyond the {len(names)} points")
+        edges.append((a, b))
+    return Skeleton(names, tuple(edges), flip_order_of(names))
 
 
 def boxes_only_note(loaded: list[tuple[JsonFile, dict]]) -> list[str]:

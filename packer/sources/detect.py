@@ -240,6 +240,7 @@ def _finish(root: Path, found: Found, fractions: dict[str, float] | None) -> Sou
         found.why,
         found.task_why,
         found.left_out,
+        found.keypoints,
     )
 
 

@@ -5,7 +5,7 @@ Hub Parquet: `data/<split>-00000-of-0000N.parquet` (the split from the file name
 `<config>/<split>/*.parquet` (the split from the folder), one config at a time. `save_to_disk`:
 Arrow files listed by `state.json` (with `dataset_info.json`), a `dataset_dict.json` naming
 one such folder per split. Each row is a sample whose image (and label image) is a cell path
-(`hf_cells`) the converter's workers read themselves; class labels and objects are read here,
+(`storage.cells`) the converter's workers read themselves; class labels and objects are read here,
 column by column, never the images. Which column does what is `hf_columns`' choice, which a dry
 run shows.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 from .. import storage
 from ..errors import SourceError
 from ..flags import flag
-from .hf_cells import cell_key
+from ..storage.cells import cell_key
 from .hf_columns import Columns, choose, features_of
 from .hf_objects import row_objects
 from .model import AnnotationOptions, Folder, Found, Rejection, Tree, folders, is_image, join

@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import SourceError
+from ..fields.keypoints import Skeleton
 from ..flags import flag
 from ..labels import ClassTable
-from .recipes import MaskRecipe
+from .recipes import MaskRecipe, mask_files
 
 IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff"})
 
@@ -23,12 +24,35 @@ IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", 
 class Sample:
     """One input to pack: an image and its mask (segmentation) or class index (classification).
 
-    The mask is a file's path, or a recipe (annotations in a JSON) the converter draws."""
+    The mask is a file's path, or a recipe (annotations in a JSON) the converter draws. A
+    sample given in Python holds its `values` instead; `image` is then its provenance (its
+    image's path, else `<sample N>`)."""
 
     image: str
     split: str
     mask: str | MaskRecipe | None = None
     label: int | None = None
+    values: Values | None = None  # a Python sample's own values, by field name
+
+
+@dataclass(frozen=True, slots=True)
+class Values:
+    """A Python sample's values by field name (paths, bytes, arrays, numbers; class names
+    already class ids), its position in the user's samples, the files its paths name, and a
+    digest of everything else, which enters the shard fingerprints."""
+
+    index: int
+    by_field: dict
+    files: tuple[str, ...]
+    digest: str
+
+
+def sample_files(sample: Sample) -> tuple[str, ...]:
+    """The source files a sample reads: its image and mask files, or the paths among a
+    Python sample's values."""
+    if sample.values is not None:
+        return sample.values.files
+    return (sample.image, *mask_files(sample.mask))
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +79,7 @@ class SourceScan:
     why: str = ""  # how the layout was recognised, for a dry run
     task_why: str = ""  # why this task, and what another --task would give, for a dry run
     left_out: list[str] = field(default_factory=list)  # what the source holds, never stored
+    keypoints: Skeleton | None = None  # the points of a keypoints pack (names, skeleton, flips)
 
 
 @dataclass
@@ -110,6 +135,7 @@ class Found:
     # What the source holds that no field of the task stores (YOLO pose keypoints), one line
     # each: said by the pack's summary and recorded in the manifest's `left_out`.
     left_out: list[str] = field(default_factory=list)
+    keypoints: Skeleton | None = None  # with task keypoints: what its K points are
 
 
 def folders(

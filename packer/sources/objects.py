@@ -20,7 +20,7 @@ from .recipes import MaskRecipe, Reader
 #   None                                         a box only (no mask can be drawn)
 Shape = tuple[str, object] | None
 
-TASKS = ("detection", "instances")  # the tasks whose samples carry objects
+TASKS = ("detection", "instances", "keypoints")  # the tasks whose samples carry objects
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,13 +28,15 @@ class SourceObject:
     """One object at the source image's size, before the pack's geometry.
 
     `box` is x1, y1, x2, y2 in continuous pixel coordinates (a one-pixel object in column 0
-    spans x 0..1), `label` a class index 0..K-1 of the scan's classes (no background)."""
+    spans x 0..1), `label` a class index 0..K-1 of the scan's classes (no background);
+    `points` (keypoints) its K points flat, x, y (continuous pixels), visibility 0/1/2."""
 
     label: int
     box: tuple[float, float, float, float]
     shape: Shape = None
     crowd: bool = False
     difficult: bool = False
+    points: tuple[float, ...] | None = None
 
 
 class ObjectsRecipe(MaskRecipe):

@@ -7,7 +7,10 @@ Labels are found as Ultralytics' `img2label_paths` finds them: the image's path 
 folder is called `images`). An image without a label file is a background image (no
 objects); a label file without an image is rejected. Box labels (`cls cx cy w h`) give
 detection, polygon labels (`cls x1 y1 x2 y2 ...`) instances; `--task` may ask for detection
-from polygons (their hull boxes).
+from polygons (their hull boxes). Pose labels (`kpt_shape` in data.yaml) give keypoints, with
+data.yaml's `flip_idx` as the points' flip order (refused when it is no permutation) and its
+`kpt_names` as their names; `--task detection` packs their boxes and says the keypoints were
+left out.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from .yolo_yaml import (
     ImageSource,
     keypoint_fields,
     read_config,
+    skeleton,
     split_sources,
 )
 
@@ -95,17 +99,22 @@ def scan(root: Path, tree: Tree, annotations: AnnotationOptions) -> Found:
     texts = _read_sample(root, labelled)
     keypoints = keypoint_fields(config, config_name) if config_name else 0
     found.task, found.task_why = _task(root, labelled, texts, keypoints, annotations)
-    _note_bad_lines(texts, len(names), keypoints, found)
-    if keypoints:
+    values = int(config["kpt_shape"][1]) if keypoints else 3
+    if found.task == "keypoints":
+        found.keypoints = skeleton(config, config_name)
+    _note_bad_lines(texts, len(names), keypoints, values, found)
+    if keypoints and found.task != "keypoints":
         found.left_out.append(
             f"keypoints: {config.get('kpt_shape')} per object (kpt_shape in {config_name}) "
             "are not packed, only each pose label's box and class"
         )
     for image, split, label in paired:
         digest = digest_of([len(names), found.task, label is not None, keypoints])
+        if found.task == "keypoints":
+            digest = digest_of([digest, values])
         files = (label,) if label is not None else ()
         shown = label or _label_of(image)
-        recipe = YoloObjects(shown, len(names), found.task, digest, files, keypoints)
+        recipe = YoloObjects(shown, len(names), found.task, digest, files, keypoints, values)
         found.items.append((image, split, recipe, None))
     backgrounds = len(paired) - len(labelled)
     if backgrounds:
@@ -247,11 +256,13 @@ def _read_sample(root: Path, labels: list[str]) -> dict[str, str]:
     return {rel: read_text(root / rel, rel) for rel in labels[::step][:SAMPLED]}
 
 
-def _note_bad_lines(texts: dict[str, str], classes: int, keypoints: int, found: Found) -> None:
+def _note_bad_lines(
+    texts: dict[str, str], classes: int, keypoints: int, values: int, found: Found
+) -> None:
     """Lines of the label files read that packing will leave out, counted in a note."""
     problems = []
     for rel, text in texts.items():
-        recipe = YoloObjects(rel, classes, found.task, "", (rel,), keypoints)
+        recipe = YoloObjects(rel, classes, found.task, "", (rel,), keypoints, values)
         problems += recipe.objects(lambda _, text=text: text.encode(), (1, 1))[1]
     if problems:
         found.notes.append(
@@ -270,9 +281,13 @@ def _task(
     """The task and why: polygons in the label files read -> instances, else detection (pose
     labels give their boxes only)."""
     if keypoints:
-        why = "pose labels (kpt_shape in data.yaml): their boxes; the keypoints are not packed"
-        task = chosen_task("YOLO", annotations.task, "detection", ("detection",), why)
-        return task, f"{'auto: ' if annotations.task == 'auto' else ''}{why}"
+        why = "pose labels (kpt_shape in data.yaml)"
+        task = chosen_task("YOLO", annotations.task, "keypoints", ("keypoints", "detection"), why)
+        if task == "detection":
+            return task, f"{why}: their boxes; the keypoints are not packed"
+        other = f"{flag('task', 'detection')} packs their boxes only"
+        auto = "auto: " if annotations.task == "auto" else ""
+        return task, f"{auto}{why}: each object's box, class and keypoints; {other}"
     kinds: set[str] = set()
     for text in texts.values():
         kinds |= text_kinds(text)

@@ -47,7 +47,8 @@ def text_kinds(text: str, keypoints: int = 0) -> set[str]:
 class YoloObjects(ObjectsRecipe):
     """An image's YOLO label file (`source`; `files` empty when the image has none: a
     background image, no objects), the class count of `data.yaml`, the pack's task and the
-    keypoint fields of a pose line (0: no pose labels; their keypoints are not packed)."""
+    keypoint fields of a pose line (0: no pose labels) and the values a point has (kpt_shape's
+    D: 2 or 3); the keypoints are read under the task keypoints only."""
 
     source: str
     classes: int
@@ -55,6 +56,7 @@ class YoloObjects(ObjectsRecipe):
     digest: str
     files: tuple[str, ...] = ()
     keypoints: int = 0
+    point_values: int = 3
 
     @property
     def key(self) -> str:
@@ -97,7 +99,9 @@ class YoloObjects(ObjectsRecipe):
         bad = next((f for f in fields if not _is_number(f)), None)
         if bad is not None:
             return f"{bad!r} is not a number"
-        fields = fields[:BOX_FIELDS] if self.keypoints else fields
+        points = None
+        if self.keypoints:
+            fields, points = fields[:BOX_FIELDS], fields[BOX_FIELDS:]
         label = float(fields[0])
         if not label.is_integer() or not 0 <= label < self.classes:
             return (
@@ -113,7 +117,11 @@ class YoloObjects(ObjectsRecipe):
         if kind == "box":
             if self.task == "instances":
                 return "a box (5 fields) where instances need a polygon (cls x1 y1 x2 y2 ...)"
-            return SourceObject(int(label), _box_pixels(values, width, height))
+            box = _box_pixels(values, width, height)
+            if points is None or self.task != "keypoints":
+                return SourceObject(int(label), box)
+            made = _points(points, self.point_values, width, height)
+            return made if isinstance(made, str) else SourceObject(int(label), box, points=made)
         return _polygon_object(int(label), values, width, height, self.task == "instances")
 
 
@@ -122,6 +130,24 @@ def _is_number(text: str) -> bool:
         return math.isfinite(float(text))
     except ValueError:
         return False
+
+
+def _points(fields: list[str], values: int, width: int, height: int) -> tuple[float, ...] | str:
+    """A pose line's points as (x, y, visibility) in source pixels, flat, or why they are not:
+    a coordinate outside 0..1, a visibility other than 0, 1 or 2."""
+    rows = np.array(fields, np.float64).reshape(-1, values)
+    for k, row in enumerate(rows):
+        if not (0 <= row[0] <= 1 and 0 <= row[1] <= 1):
+            return (
+                f"point {k} ({fields[k * values]}, {fields[k * values + 1]}) is outside 0..1 "
+                "(YOLO coordinates are fractions of the image size)"
+            )
+        if values == 3 and row[2] not in (0, 1, 2):
+            return f"point {k} has visibility {fields[k * values + 2]}, not 0, 1 or 2"
+    xy = rows[:, :2].astype(np.float32) * np.array([width, height], np.float32)
+    unlabelled = (rows[:, 0] == 0) & (rows[:, 1] == 0)
+    seen = rows[:, 2] if values == 3 else np.where(unlabelled, 0.0, 2.0)
+    return tuple(np.column_stack([xy.astype(np.float64), seen]).ravel().tolist())
 
 
 def _box_pixels(xywhn: np.ndarray, width: int, height: int) -> tuple[float, float, float, float]:

@@ -1,8 +1,8 @@
 """A YOLO `data.yaml` read as Ultralytics' `check_det_dataset` reads it (its `names` and `nc`
-in `packer.yaml_names`, which `--classes data.yaml` shares), `kpt_shape`, and the
-`train`/`val`/`test` entries (a folder, a .txt list of images, or a list of those) relative to
-`path` or to the yaml's own folder, with Roboflow's `../train/images` read as `train/images`
-when the former is not there.
+in `packer.yaml_names`, which `--classes data.yaml` shares), `kpt_shape`, `flip_idx` and
+`kpt_names` of pose datasets, and the `train`/`val`/`test` entries (a folder, a .txt list of
+images, or a list of those) relative to `path` or to the yaml's own folder, with Roboflow's
+`../train/images` read as `train/images` when the former is not there.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from ..errors import SourceError
+from ..fields.keypoints import Skeleton, check_flip_order, flip_order_of
 from .model import Found, Rejection, Tree, is_image, join
 from .walk import read_text
 
@@ -53,6 +54,27 @@ def keypoint_fields(config: dict, name: str) -> int:
     if not (isinstance(shape, list) and len(shape) == 2 and shape[0] > 0 and shape[1] in (2, 3)):
         raise SourceError(f"{name}: kpt_shape must be [keypoints, 2 or 3], not {shape!r}")
     return int(shape[0]) * int(shape[1])
+
+
+def skeleton(config: dict, name: str) -> Skeleton:
+    """The K points of pose labels: their names (`kpt_names`, a list or Ultralytics' mapping
+    of a class to its list; else their numbers) and flip order (`flip_idx`, else the one
+    `left_*`/`right_*` names imply); a flip_idx that is no permutation stops the pack."""
+    count = int(config["kpt_shape"][0])
+    given = config.get("kpt_names")
+    if isinstance(given, dict) and given:
+        given = next(iter(given.values()))
+    names = tuple(str(n) for n in given) if isinstance(given, list) else ()
+    if len(names) != count:
+        names = tuple(str(k) for k in range(count))
+    order = config.get("flip_idx")
+    if order is None:
+        return Skeleton(names, (), flip_order_of(names))
+    try:
+        flips = check_flip_order(order, count, name)
+    except ValueError as exc:
+        raise SourceError(str(exc)) from None
+    return Skeleton(names, (), () if flips == tuple(range(count)) else flips)
 
 
 def split_sources(

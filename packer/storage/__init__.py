@@ -2,9 +2,11 @@
 
 Callers name a path or a URL; the backend for its scheme does the I/O. `local`: plain files,
 written under a temporary name and renamed, so a file is either complete or absent. `remote`:
-fsspec file systems (s3://, gs://, memory://), each object sent in one upload. A new backend
+fsspec file systems (s3://, gs://, hf://, memory://), each object sent in one upload. A new backend
 is one module with the functions below plus its schemes in BACKENDS. `as_path` turns a path or
-URL into a joinable path object (`URLPath` keeps the `//` of a URL).
+URL into a joinable path object (`URLPath` keeps the `//` of a URL). A source path may name a
+cell of a Parquet or Arrow file (`data/train.parquet#row=17&column=image`): the reads, stats and
+hashes of files take it to `cells`, which reads the value as a file's bytes.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 from types import ModuleType
 
 from ..errors import StorageError
+from . import cells
 from .local import FileInfo
 from .url import URLPath, as_path, is_url
 
@@ -25,6 +28,7 @@ _REMOTE = "packer.storage.remote"
 BACKENDS = {  # URL scheme -> backend module
     "file": "packer.storage.local",
     **dict.fromkeys(("s3", "s3a", "gs", "gcs", "az", "abfs", "memory"), _REMOTE),
+    "hf": _REMOTE,  # hf://datasets/<owner>/<name>: huggingface_hub's HfFileSystem
 }
 _SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]+)://")
 
@@ -88,7 +92,9 @@ def _local(path: str | os.PathLike) -> Path | str:
 
 
 def read_bytes(path: str | os.PathLike) -> bytes:
-    """A whole file's bytes."""
+    """A whole file's bytes (or a cell's)."""
+    if cells.is_cell(path):
+        return cells.read_bytes(_local(path))
     return backend(path).read_bytes(_local(path))
 
 
@@ -99,25 +105,35 @@ def read_text(path: str | os.PathLike) -> str:
 
 def read_with_stat(path: str | os.PathLike) -> tuple[bytes, int, int]:
     """A file's bytes with its size and modification time (ns), taken before the read, so a
-    later change always shows as a newer time."""
+    later change always shows as a newer time. A cell: its bytes, its file's size and time."""
+    if cells.is_cell(path):
+        return cells.read_with_stat(_local(path))
     return backend(path).read_with_stat(_local(path))
 
 
 def read_head_tail(path: str | os.PathLike, head: int, tail: int) -> tuple[bytes, bytes]:
     """The first `head` and last `tail` bytes of a file (the whole file once when it is that
-    small: then the tail is empty)."""
+    small: then the tail is empty); of a cell's bytes for a cell."""
+    if cells.is_cell(path):
+        return cells.read_head_tail(_local(path), head, tail)
     return backend(path).read_head_tail(_local(path), head, tail)
 
 
 def stat(path: str | os.PathLike) -> tuple[int, int] | None:
-    """(size, modification time in ns) of a file; None when there is no such file."""
+    """(size, modification time in ns) of a file (a cell's file for a cell); None when there
+    is no such file."""
+    if cells.is_cell(path):
+        return cells.stat(_local(path))
     return backend(path).stat(_local(path))
 
 
 def stat_many(root: str | os.PathLike, rels: Iterable[str]) -> dict[str, tuple[int, int] | None]:
     """`stat` of many files under one root, by path relative to it, in one call (a pack's
-    no-op check stats every source: per-call dispatch would cost more than the stats)."""
-    return backend(root).stat_many(_local(root), rels)
+    no-op check stats every source: per-call dispatch would cost more than the stats); a
+    cell's is its file's, each file stat once."""
+    files = {rel: cells.file_of(rel) for rel in rels}
+    found = backend(root).stat_many(_local(root), dict.fromkeys(files.values()))
+    return {rel: found[file] for rel, file in files.items()}
 
 
 def free_space(path: str | os.PathLike) -> int | None:
@@ -166,7 +182,9 @@ def remove_tree(path: str | os.PathLike) -> None:
 
 
 def sha256_file(path: str | os.PathLike) -> tuple[int, str]:
-    """Size and SHA-256 of a file."""
+    """Size and SHA-256 of a file (of a cell's bytes for a cell)."""
+    if cells.is_cell(path):
+        return cells.sha256(_local(path))
     return backend(path).sha256_file(_local(path))
 
 

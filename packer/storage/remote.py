@@ -29,7 +29,9 @@ from .url import url_scheme
 
 STREAM_BLOCK = 1 << 20  # bytes per read of a streamed GET: 1 MB beat 4 MB by ~15% on moto
 
-_INSTALL = {"s3": "s3fs", "gs": "gcsfs", "gcs": "gcsfs"}
+_INSTALL = {"s3": "s3fs", "gs": "gcsfs", "gcs": "gcsfs", "hf": "huggingface_hub"}
+_PIP = {"hf": "huggingface_hub"}  # what to pip install for a backend packer[remote] lacks
+_REMOTE = "'packer[remote]'"
 _CREDENTIAL_HINT = {
     "s3": "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, ~/.aws/credentials "
     "or an instance role",
@@ -46,10 +48,8 @@ def _fs(url: str):
         return fsspec.filesystem(scheme, use_listings_cache=False)
     except ImportError as exc:
         package = _INSTALL.get(scheme, f"an fsspec backend for {scheme}://")
-        raise StorageError(
-            f"{url}: remote paths ({scheme}://) need {package}, which is not installed "
-            f"(pip install 'packer[remote]'): {exc}"
-        ) from None
+        hint = f"need {package}, which is not installed (pip install {_PIP.get(scheme, _REMOTE)})"
+        raise StorageError(f"{url}: remote paths ({scheme}://) {hint}: {exc}") from None
 
 
 def _bucket(url: str) -> str:

@@ -242,3 +242,22 @@ def test_the_codec_refuses_what_it_cannot_store():
         codec.decode_into(b"not an image", out)
     with pytest.raises(codec.CodecError, match=r"decodes to uint8 \[4, 6, 3\].*\[5, 6, 3\]"):
         codec.decode_into(codec.encode(out, "png", 90), np.empty((5, 6, 3), np.uint8))
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_python_samples_take_the_encoding_too(tmp_path, fmt):
+    rng = np.random.default_rng(3)
+    samples = []
+    for i in range(4):
+        path = tmp_path / f"rgb_{i}.png"
+        cv2.imwrite(str(path), rng.integers(0, 256, (30, 40, 3), np.uint8))
+        samples.append({"images": str(path), "labels": ["dog", "cat"][i % 2]})
+    raw = tmp_path / "raw"
+    packer.pack(samples, out=raw, format=fmt, progress=False)
+    png = tmp_path / "png"
+    packer.pack(samples, out=png, format=fmt, encoding="png", progress=False)
+    fields = json.loads((png / "dataset.json").read_text())["fields"]
+    assert [f.get("encoding") for f in fields] == ["png", None]
+    for got, want in zip(batches(png, 2), batches(raw, 2), strict=True):
+        assert np.array_equal(got["images"], want["images"])
+        assert np.array_equal(got["labels"], want["labels"])

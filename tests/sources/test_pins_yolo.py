@@ -123,7 +123,7 @@ def test_pose_labels_with_two_values_a_keypoint_give_their_boxes(tmp_path):
         "labels/train/a.txt": "2 0.5 0.5 0.2 0.4 0.45 0.4 0.55 0.6 0.5 0.5\n"
         "1 0.5 0.5 0.2 0.4 0.45 0.4 2 0.55 0.6 1 0.5 0.5 2\n",
     }
-    result = scan(write(tmp_path, pose))
+    result = scan(write(tmp_path, pose), annotations=AnnotationOptions(task="detection"))
     assert result.task == "detection"
     objects, problems = objects_of(result, "images/train/a.jpg")
     expected = xywhn2xyxy(np.array([[0.5, 0.5, 0.2, 0.4]], np.float32), W, H)[0]

@@ -248,7 +248,7 @@ def test_pose_labels_give_their_boxes(tmp_path):
         "data.yaml": DETECT["data.yaml"] + "kpt_shape: [2, 3]\n",
         "labels/train/a.txt": "1 0.5 0.5 0.2 0.4 0.45 0.4 2 0.55 0.6 1\n0 0.5 0.5 0.2 0.4\n",
     }
-    result = scan(write(tmp_path, pose))
+    result = scan(write(tmp_path, pose), annotations=AnnotationOptions(task="detection"))
     assert result.task == "detection" and "keypoints are not packed" in result.task_why
     objects, problems = objects_of(result, "images/train/a.jpg")
     expected = xywhn2xyxy(np.array([[0.5, 0.5, 0.2, 0.4]], np.float32), W, H)[0]
@@ -256,5 +256,7 @@ def test_pose_labels_give_their_boxes(tmp_path):
     assert problems == [
         "labels/train/a.txt line 2: 5 fields; a pose line has 11 (cls cx cy w h, keypoints)"
     ]
-    with pytest.raises(SourceError, match=r"YOLO gives detection, not instances \(pose labels"):
+    with pytest.raises(
+        SourceError, match=r"YOLO gives keypoints or detection, not instances \(pose labels"
+    ):
         scan(tmp_path, annotations=AnnotationOptions(task="instances"))

@@ -1,6 +1,7 @@
-"""A YOLO pose dataset packs its boxes; the keypoints it holds are said to be left out at pack
-time (the summary), in the manifest's `left_out` and by `packer info`, not only by the dry
-run. A dataset without keypoints records nothing left out."""
+"""A YOLO pose dataset packed with `--task detection` packs its boxes; the keypoints it holds
+are said to be left out at pack time (the summary), in the manifest's `left_out` and by
+`packer info`, not only by the dry run (auto packs them: tests/sources/test_keypoints.py). A
+dataset without keypoints records nothing left out."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ POSE = {
 LEFT_OUT = "keypoints: [3, 3] per object (kpt_shape in data.yaml) are not packed"
 
 
-@pytest.mark.parametrize("task", [[], ["--task", "detection"]])
+@pytest.mark.parametrize("task", [["--task", "detection"]])
 def test_pose_keypoints_left_out_are_said_and_recorded(tmp_path, task):
     src = write(tmp_path / "pose", POSE)
     out = tmp_path / "out"

@@ -29,9 +29,10 @@ class SourceChanges:
     touched: dict[str, list] = field(default_factory=dict)
     unrecorded: bool = False  # the pack predates source records: nothing could be compared
     annotations: list[str] = field(default_factory=list)  # images whose annotations changed
+    values: list[str] = field(default_factory=list)  # Python samples whose values changed
 
     def __bool__(self) -> bool:
-        changed = self.changed or self.added or self.removed or self.annotations
+        changed = self.changed or self.added or self.removed or self.annotations or self.values
         return bool(changed or self.unrecorded)
 
     def describe(self) -> str:
@@ -49,6 +50,8 @@ class SourceChanges:
             parts.append(
                 f"{len(self.annotations)} {images} annotations changed ({_few(self.annotations)})"
             )
+        if self.values:
+            parts.append(f"{len(self.values)} samples' values changed ({_few(self.values)})")
         return ", ".join(parts) or "no source changed"
 
     def to_json(self) -> dict:
@@ -58,6 +61,7 @@ class SourceChanges:
             "removed": self.removed,
             "annotations": self.annotations,
             "unrecorded": self.unrecorded,
+            **({"values": self.values} if self.values else {}),
         }
 
 

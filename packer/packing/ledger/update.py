@@ -183,6 +183,7 @@ def _against_finished(out: Path, plan: PackPlan, old: dict, update: bool) -> Dec
         changes.added = sorted(wanted.difference(recorded))
         changes.removed = sorted(set(recorded).difference(wanted))
         changes.annotations = _changed_annotations(plan, loaded.values())
+        changes.values = _changed_values(plan, loaded.values())
         candidates = receipts.finished(out, _planned(plan), loaded)
         changed = set(changes.changed)
         keep = {n: r for n, r in candidates.items() if not changed.intersection(r["sources"])}
@@ -202,6 +203,18 @@ def _changed_annotations(plan: PackPlan, loaded) -> list[str]:
         s.image
         for s in plan.scan.samples
         if isinstance(s.mask, MaskRecipe) and recorded.get(s.image, s.mask.digest) != s.mask.digest
+    )
+
+
+def _changed_values(plan: PackPlan, loaded) -> list[str]:
+    """Python samples whose values (their digest in the receipts) differ from the plan's."""
+    recorded: dict[str, str] = {}
+    for receipt in loaded:
+        recorded.update(receipt.get("values", {}))
+    return sorted(
+        s.image
+        for s in plan.scan.samples
+        if s.values is not None and recorded.get(s.image, s.values.digest) != s.values.digest
     )
 
 
