@@ -9,7 +9,9 @@ A format module provides:
   a value it cannot honour.
 - Every format declares `encoding.EncodingOptions` (`--encoding raw|jpeg|png`, `--quality`):
   the plan gives the encoding to the image fields (`Field.encoding`); `check_fields(fields,
-  options)` refuses fields the format cannot store so.
+  options)` refuses fields the format cannot store so. npy and tfrecord leave the two out of
+  `OPTIONS` (recorded only when given: their older manifests stay as they were); recordio has
+  always recorded them.
 - `ChunkWriter(part_dir, task, fields, options)`: `write(record)` appends one sample (a dict
   field name -> array) for the chunk `task` (a `ChunkPosition`: shard, chunk number, first
   record) to its part file(s); `close()`. Runs in a worker.
