@@ -34,6 +34,9 @@ class Field:
     # Points fields (K points a row): the point each one becomes when the image is mirrored
     # (left and right swap: YOLO's flip_idx); empty: points keep their order.
     flip_order: tuple[int, ...] = ()
+    # How a fixed image field's value is stored: "raw" (its bytes), or "jpeg"/"png" (one
+    # compressed payload a sample, decoded by the readers: `imaging.codec`).
+    encoding: str = "raw"
 
     def __post_init__(self) -> None:
         if not self.kind:
@@ -49,7 +52,7 @@ class Field:
     @cached_property
     def nbytes(self) -> int:
         """Bytes of one record (a ragged field: of one object's row) as stored (cached:
-        writers ask for it per record)."""
+        writers ask for it per record); an encoded field's: as decoded."""
         return (
             int(np.prod(self.stored_shape, dtype=np.int64)) * np.dtype(self.stored_dtype).itemsize
         )
@@ -75,6 +78,7 @@ class Field:
             **extra,
             **({"packing": self.packing} if self.packing else {}),
             **({"flip_order": list(self.flip_order)} if self.flip_order else {}),
+            **({"encoding": self.encoding} if self.encoding != "raw" else {}),
         }
 
     def coerce(self, value) -> np.ndarray:
@@ -115,6 +119,7 @@ class Field:
             data.get("packing", ""),
             data.get("kind", ""),  # manifests before kinds: inferred from name and raggedness
             tuple(data.get("flip_order", ())),
+            data.get("encoding", "raw"),  # manifests before encodings: raw
         )
 
 

@@ -21,6 +21,8 @@ import numpy as np
 
 from ..errors import PackError, StorageError
 from ..flags import flag
+from ..imaging import codec
+from ..reading import gather
 from ..reading.dataset import PackedDataset, Split
 from ..reading.loader import Loader
 from ..reading.mixture import Mixture, is_mixture_file
@@ -187,6 +189,7 @@ class BenchResult:
     headroom: float | None = None
     note: str | None = None  # what was measured differs from what was asked
     epoch: str | None = None  # a mixture's epoch: draws, shares, repeats, runs per pack
+    decoder: str | None = None  # a compressed pack's: what decodes, on how many threads
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -252,6 +255,12 @@ def _measure(path, split: str, batch_size: int, seconds: float, step_ms) -> Benc
     if naive is not None:
         rates.append(Rate("naive decode of the sources", naive, naive * size, "cv2 + float"))
     result = BenchResult(str(dataset.root), split, part.count, size, batch_size, rates)
+    encoded = [f"{f.name} ({f.encoding})" for f in dataset.fields if f.encoding != "raw"]
+    if encoded:
+        result.decoder = (
+            f"{', '.join(encoded)} decoded by {codec.BACKEND} on {gather.thread_count()} "
+            "thread(s); rates are of decoded samples"
+        )
     if asked > batch_size:
         result.note = (
             f"{flag('batch_size', asked)} is larger than split {split!r}: batches of all "
@@ -315,6 +324,7 @@ def render(result: BenchResult) -> str:
         f"{result.dataset} [{result.split}]: {result.samples} samples of "
         f"{result.sample_bytes / 1e6:.2f} MB, batches of {result.batch_size}",
         *([f"note: {result.note}"] if result.note else []),
+        *([f"decoder: {result.decoder}"] if result.decoder else []),
         "",
         f"{'':34} {'img/s':>10} {'GB/s':>8}  share of the memcpy limit",
     ]

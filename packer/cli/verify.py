@@ -6,10 +6,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 from tqdm import tqdm
 
-from .. import manifest, storage
+from .. import formats, manifest, storage
 from ..packing.ledger import Ledger
+from ..schema import Field, fixed
 
 
 def verify(root: str | os.PathLike, progress: bool = False, sources: bool = False) -> list[str]:
@@ -19,10 +21,14 @@ def verify(root: str | os.PathLike, progress: bool = False, sources: bool = Fals
     """
     root = storage.as_path(root)
     data = manifest.read(root)
-    shards = [s for split in data["splits"].values() for s in split["shards"]]
-    files = [f for s in shards for f in (*s["files"], *([s["receipt"]] if "receipt" in s else []))]
+    shards = [(name, s) for name, split in data["splits"].items() for s in split["shards"]]
+    files = [
+        (f, name, s)
+        for name, s in shards
+        for f in (*s["files"], *([s["receipt"]] if "receipt" in s else []))
+    ]
     problems = []
-    for f in tqdm(files, desc="verifying", unit="file", disable=not progress):
+    for f, split, shard in tqdm(files, desc="verifying", unit="file", disable=not progress):
         path = root / f["path"]
         if not storage.is_file(path):
             problems.append(f"{path}: missing")
@@ -33,10 +39,34 @@ def verify(root: str | os.PathLike, progress: bool = False, sources: bool = Fals
         elif digest != f["sha256"]:
             problems.append(
                 f"{path}: sha256 {digest[:16]}..., the manifest says {f['sha256'][:16]}..."
+                + _damaged_record(root, data, split, shard)
             )
     if sources and not problems:
         problems += _check_sources(root, data)
     return problems
+
+
+def _damaged_record(root: Path, data: dict, split: str, shard: dict) -> str:
+    """`; <the first record of a local shard that does not read back: why>`, or nothing (a
+    changed byte the readers cannot notice, or a remote pack)."""
+    if storage.is_url(root):
+        return ""
+    fields = tuple(fixed(tuple(Field.from_json(f) for f in data["fields"])))
+    fmt = formats.get(data["format"])
+    options = {k: data["options"].get(k, v) for k, v in fmt.OPTIONS.items()}
+    try:
+        reader = fmt.open_shard(root, split, shard, fields, options)
+    except (OSError, ValueError):
+        return ""
+    out = {f.name: np.empty((1, *f.shape), np.dtype(f.dtype)) for f in fields}
+    try:
+        for i in range(shard["count"]):
+            reader.read_into(np.array([i]), out)
+    except (OSError, ValueError) as exc:
+        return f"; {exc}"
+    finally:
+        reader.close()
+    return ""
 
 
 def _check_sources(root: Path, data: dict) -> list[str]:

@@ -73,7 +73,8 @@ def _reduce_field(field: Field) -> tuple:
     """Pickle a field with its kind when that is not built in, so that a worker process
     started by spawn knows a kind the parent registered."""
     args = (field.name, field.shape, field.dtype, field.ragged, field.packing, field.kind)
-    args += (field.flip_order,) if field.flip_order else ()
+    args += (field.flip_order,) if field.flip_order or field.encoding != "raw" else ()
+    args += (field.encoding,) if field.encoding != "raw" else ()
     if field.kind in BUILTIN:
         return Field, args
     return _field_with_kind, (args, get(field.kind))

@@ -25,16 +25,26 @@ class Image(FieldKind):
     # --- storage: TFRecord and RecordIO
     recordio = "image"
     tf_keys = ("image/raw", "image/height", "image/width", "image/channels")
+    # An encoded image: the Object Detection API's payload and its format.
+    tf_encoded_keys = ("image/encoded", "image/format", *tf_keys[1:])
 
     def tfrecord_keys(self, field):
-        return self.tf_keys
+        return self.tf_keys if field.encoding == "raw" else self.tf_encoded_keys
 
     def tfrecord_encode(self, field, value, size, names):
-        """The pixels' bytes as `image/raw`, with their height, width and bands."""
-        raw = self.little_endian(field.coerce(value)).reshape(-1).view(np.uint8)
+        """The pixels' bytes as `image/raw` (an encoded image: its payload as `image/encoded`
+        and `image/format`), with their height, width and bands."""
         height, width, *bands = field.shape
+        if field.encoding == "raw":
+            raw = self.little_endian(field.coerce(value)).reshape(-1).view(np.uint8)
+            stored = {"image/raw": ("bytes", [raw])}
+        else:
+            stored = {
+                "image/encoded": ("bytes", [value]),
+                "image/format": ("bytes", [field.encoding.encode()]),
+            }
         return {
-            "image/raw": ("bytes", [raw]),
+            **stored,
             "image/height": ("int64", [height]),
             "image/width": ("int64", [width]),
             "image/channels": ("int64", [bands[0] if bands else 1]),

@@ -125,6 +125,8 @@ class FieldKind:
     # payload's "image" or "mask", the IRHeader's "label", columns of MXNet's "detection"
     # label, the "objects" trailer (bit-packed planes), or the fields' "trailer"; the format
     # gives each place to the first field that asks for it, the others go to the trailer.
+    # An encoded field (`Field.encoding` jpeg/png) is its compressed payload: TFRecord passes
+    # the payload's bytes as the value and reads it back from the first key's one bytes value.
     recordio: ClassVar[str] = "trailer"
     detection_columns: ClassVar[int] = 1  # values an object takes in MXNet's detection label
     detection_order: ClassVar[int] = 3  # the label's column order: class, box, flags, others
@@ -142,13 +144,15 @@ class FieldKind:
 
     def tfrecord_raw_key(self, field: Field) -> str | None:
         """The key whose one bytes value is a fixed field's stored bytes (read in place)."""
-        return None if field.ragged else self.tfrecord_keys(field)[0]
+        return None if field.ragged or field.encoding != "raw" else self.tfrecord_keys(field)[0]
 
     def tfrecord_encode(
         self, field: Field, value: Any, size: tuple[int, int], names: tuple[str, ...]
     ) -> dict[str, tuple[str, list]]:
         """The features of one sample's value (a ragged field's: `[N, *shape]`)."""
         key = self.tfrecord_keys(field)[0]
+        if field.encoding != "raw":  # `value` is the payload
+            return {key: ("bytes", [value])}
         if field.ragged:
             rows = self.little_endian(field.encode(value)).view(np.uint8)
             return {key: ("bytes", list(rows.reshape(len(rows), field.nbytes)))}
@@ -159,6 +163,10 @@ class FieldKind:
     def tfrecord_decode(self, field: Field, example: Any, size: tuple[int, int]) -> np.ndarray:
         """One sample's value back from its Example's features."""
         key = self.tfrecord_keys(field)[0]
+        if field.encoding != "raw":
+            from ..imaging import codec
+
+            return codec.decode(example.raw(key), field.shape, field.dtype)
         stored = np.dtype(field.stored_dtype).newbyteorder("<")
         if field.ragged:
             rows = np.frombuffer(b"".join(example.bytes(key)), stored)
@@ -187,6 +195,17 @@ class FieldKind:
         if field.packing:
             raise ValueError(f"{field.name}: packed rows ({field.packing}) are not padded")
         dtype = tf.as_dtype(np.dtype(field.dtype).newbyteorder("="))
+        if field.encoding != "raw":  # in-graph, image by image (the streamed, gzip path)
+            bands = field.shape[2] if len(field.shape) == 3 else 1
+
+            def decode(data):
+                if field.encoding == "jpeg":  # libjpeg's default DCT, as OpenCV's decode
+                    return tf.io.decode_jpeg(data, bands, dct_method="INTEGER_ACCURATE")
+                return tf.io.decode_png(data, bands, dtype)
+
+            spec = tf.TensorSpec([None, None, bands], dtype)
+            images = tf.map_fn(decode, parsed[key], fn_output_signature=spec)
+            return tf.reshape(images, [-1, *field.shape])
         if not field.ragged:
             raw = tf.io.decode_raw(parsed[key], dtype, little_endian=True)
             return tf.reshape(raw, [-1, *field.shape])

@@ -7,6 +7,11 @@ A format module provides:
   `OPTIONS = defaults(FORMAT_OPTIONS)`: name -> default (e.g. `{"compression": "none",
   "index": False}`), recorded in the manifest. `check_options(options)` raises ValueError for
   a value it cannot honour.
+- Every format declares `encoding.EncodingOptions` (`--encoding raw|jpeg|png`, `--quality`):
+  the plan gives the encoding to the image fields (`Field.encoding`); `check_fields(fields,
+  options)` refuses fields the format cannot store so. npy and tfrecord leave the two out of
+  `OPTIONS` (recorded only when given: their older manifests stay as they were); recordio has
+  always recorded them.
 - `ChunkWriter(part_dir, task, fields, options)`: `write(record)` appends one sample (a dict
   field name -> array) for the chunk `task` (a `ChunkPosition`: shard, chunk number, first
   record) to its part file(s); `close()`. Runs in a worker.
@@ -16,7 +21,9 @@ A format module provides:
 - `open_shard(root, split, shard, fields, options) -> ShardReader`: random access for the
   NumPy readers; `ShardReader.read_into(local, out)` copies records `local` (sorted indices
   into the shard) of every field into the arrays of `out`; `close()`; optionally
-  `prefetch(start, stop)`, a hint that records start..stop-1 come next.
+  `prefetch(start, stop)`, a hint that records start..stop-1 come next. `read_into` decodes
+  encoded fields into `out` itself; a reader with `decodes = True` says so, so that the
+  gather splits even a small batch among its threads (`reading.gather`).
 
 A new format is one module here plus its name in `KNOWN`. Format modules import nothing from
 the packing or source-scanning side, and never TensorFlow at import time (workers load them).
@@ -34,6 +41,7 @@ from typing import Protocol
 
 from ..options import Option, Options, declared
 from ..schema import Field
+from . import encoding  # noqa: F401 (formats.encoding: the image fields' encoding)
 
 KNOWN = ("npy", "tfrecord", "recordio")
 FORMATS = tuple(n for n in KNOWN if importlib.util.find_spec(f"packer.formats.{n}") is not None)
@@ -44,6 +52,12 @@ def get(name: str) -> ModuleType:
     if name not in FORMATS:
         raise ValueError(f"unknown format {name!r}; choose one of {', '.join(FORMATS)}")
     return importlib.import_module(f"packer.formats.{name}")
+
+
+def accepted(module: ModuleType) -> set[str]:
+    """The names of the options a format module takes (`FORMAT_OPTIONS`), recorded by default
+    (`OPTIONS`) or only when given (the image encoding's, see `encoding`)."""
+    return {o.name for o in declared(module.FORMAT_OPTIONS)}
 
 
 def defaults(options: type[Options]) -> dict:

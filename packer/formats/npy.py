@@ -3,6 +3,8 @@
 Every file has a fixed 128-byte NPY 1.0 header, so the data of sample i of a field starts at
 byte 128 + i * record_size (see formats/npy.md). Workers write records in place into the
 shard's data files; finalising a shard writes the header, syncs, hashes and renames them.
+A ragged field, and an encoded (JPEG/PNG) image field, is a values file (each sample's rows,
+or its compressed payload, one after another) and an offsets file (where each sample's begin).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..options import Options
+from ..options import declared
 from ..schema import Field, fixed, ragged
 from ..storage.local import (
     COPY_BLOCK,
@@ -25,23 +27,40 @@ from ..storage.local import (
     start_writeback,
     write_atomic,
 )
-from . import ChunkPosition, ShardJob, defaults, part_path
+from . import ChunkPosition, ShardJob, encoding, npy_payloads, part_path
 
 HEADER_BYTES = 128
 MAGIC = b"\x93NUMPY\x01\x00"
 
 
 @dataclass(frozen=True)
-class NpyOptions(Options):
-    """The npy format takes no pack options of its own."""
+class NpyOptions(encoding.EncodingOptions):
+    """The npy format's pack options: the image encoding's only."""
 
 
 FORMAT_OPTIONS = NpyOptions
-OPTIONS: dict = defaults(FORMAT_OPTIONS)
+OPTIONS: dict = {}  # the encoding's options are recorded only when given
 
 
 def check_options(options: dict) -> None:
-    """npy has no options of its own."""
+    """The encoding's values (`encoding` raw|jpeg|png, `quality` 1..100), where given."""
+    for o in declared(FORMAT_OPTIONS):
+        o.check(options.get(o.name))
+
+
+def check_fields(fields: Sequence[Field], options: dict) -> None:
+    """An encoded field must be one its encoding stores exactly (ValueError naming it)."""
+    encoding.check_fields(fields)
+
+
+def plain(fields: Sequence[Field]) -> tuple[Field, ...]:
+    """The fixed fields stored as their bytes, one record a sample at a fixed place."""
+    return tuple(f for f in fixed(fields) if f.encoding == "raw")
+
+
+def encoded(fields: Sequence[Field]) -> tuple[Field, ...]:
+    """The fixed fields stored as one compressed payload a sample (values + offsets)."""
+    return tuple(f for f in fixed(fields) if f.encoding != "raw")
 
 
 def file_name(shard: str, field: str) -> str:
@@ -81,8 +100,11 @@ class ChunkWriter:
                 os.open(data_path(part_dir, task.shard, f.name), os.O_WRONLY | os.O_CREAT, 0o644),
                 HEADER_BYTES + task.start * f.nbytes,
             )
-            for f in fixed(fields)
+            for f in plain(fields)
         ]
+        self._payloads = npy_payloads.ChunkPayloads(  # buffered, a part file per field at close
+            encoded(fields), options, lambda f: _payloads_part(part_dir, task.shard, task.chunk, f)
+        )
         self._objects = ragged(fields)  # buffered, one part file per chunk at close
         self._objects_part = part_path(part_dir, task.shard, task.chunk, "objects")
         self._rows: list[list[bytes]] = [[] for _ in self._objects]
@@ -92,6 +114,7 @@ class ChunkWriter:
         for field, fd, base in self._targets:
             array = field.coerce(record[field.name])
             pwrite_all(fd, memoryview(array).cast("B"), base + self.count * field.nbytes)
+        self._payloads.write(record)
         for field, rows in zip(self._objects, self._rows, strict=True):
             encoded = field.encode(record[field.name])
             rows.append(encoded.tobytes())
@@ -103,6 +126,7 @@ class ChunkWriter:
         for field, fd, base in self._targets:
             start_writeback(fd, base, self.count * field.nbytes)
             os.close(fd)
+        self._payloads.close()
         if self._objects:  # counts (int64 each), then each field's rows, in field order
             counts = np.asarray(self._counts, "<i8").tobytes()
             self._objects_part.write_bytes(b"".join([counts, *(b"".join(r) for r in self._rows)]))
@@ -119,7 +143,7 @@ def finalize(job: ShardJob) -> list[FileInfo]:
     kept_files = [part_path(job.part_dir, job.shard, c, "kept") for c in job.chunks]
     runs = [tuple(int(v) for v in k.read_text().split()) for k in kept_files]
     files = []
-    for f in fixed(job.fields):
+    for f in plain(job.fields):
         data = data_path(job.part_dir, job.shard, f.name)
         with open(data, "r+b") as fh:
             _compact(fh, f.nbytes, runs)
@@ -133,6 +157,7 @@ def finalize(job: ShardJob) -> list[FileInfo]:
         os.replace(data, final)
         files.append(FileInfo(final.relative_to(job.out).as_posix(), size, digest))
     files += _finalize_ragged(job)
+    files += [info for f in encoded(job.fields) for info in _finalize_encoded(job, f, runs)]
     for k in kept_files:
         k.unlink()
     return files
@@ -182,6 +207,31 @@ def _finalize_ragged(job: ShardJob) -> list[FileInfo]:
     return found
 
 
+def _payloads_part(part_dir: Path, shard: str, chunk: int, field: Field) -> Path:
+    return part_path(part_dir, shard, chunk, f"{field.name}.encoded")
+
+
+def _finalize_encoded(job: ShardJob, field: Field, runs: list) -> list[FileInfo]:
+    """An encoded field's values file (every sample's payload, in record order, as uint8) and
+    its offsets file (count + 1 int64s), from the chunks' parts."""
+    parts = [_payloads_part(job.part_dir, job.shard, c, field) for c in job.chunks]
+    offsets, pieces = npy_payloads.join(parts, [kept for _, kept in runs])
+    split_dir = job.out / job.split
+    found = [
+        write_atomic(
+            split_dir / file_name(job.shard, field.name), job.out,
+            npy_header(Field(field.name, (), "|u1"), int(offsets[-1])), pieces,
+        ),
+        write_atomic(
+            split_dir / offsets_name(job.shard, field.name), job.out,
+            npy_header(Field("offsets", (), "<i8"), len(offsets)), [offsets.tobytes()],
+        ),
+    ]  # fmt: skip
+    for part in parts:
+        part.unlink()
+    return found
+
+
 def _compact(fh, nbytes: int, runs: list[tuple[int, int]]) -> None:
     """Move each chunk's kept records down to follow the previous chunk's (only after rejects)."""
     cursor = 0
@@ -200,7 +250,14 @@ def open_shard(
     root: Path, split: str, shard: dict, fields: Sequence[Field], options: dict
 ) -> NpyShardReader:
     """Random access to one npy shard's fields (memmaps, opened on first use)."""
-    paths = {f.name: root / split / file_name(shard["name"], f.name) for f in fixed(fields)}
+    paths = {f.name: root / split / file_name(shard["name"], f.name) for f in plain(fields)}
+    payloads = {
+        f.name: (
+            root / split / file_name(shard["name"], f.name),
+            root / split / offsets_name(shard["name"], f.name),
+        )
+        for f in encoded(fields)
+    }
     objects = {
         f: (
             root / split / file_name(shard["name"], f.name),
@@ -208,20 +265,28 @@ def open_shard(
         )
         for f in ragged(fields)
     }
-    return NpyShardReader(paths, shard["count"], objects)
+    return NpyShardReader(paths, shard["count"], objects, payloads)
 
 
 class NpyShardReader:
-    """Random access to one shard's fields through read-only memmaps, opened on first use."""
+    """Random access to one shard's fields through read-only memmaps, opened on first use;
+    encoded fields decoded into the batch rows."""
 
     def __init__(
-        self, paths: dict[str, Path], count: int, objects: dict[Field, tuple[Path, Path]] | None
+        self,
+        paths: dict[str, Path],
+        count: int,
+        objects: dict[Field, tuple[Path, Path]] | None,
+        payloads: dict[str, tuple[Path, Path]] | None = None,
     ) -> None:
         self.paths = paths
         self.count = count
         self.objects = objects or {}
+        self.payloads = payloads or {}
+        self.decodes = bool(self.payloads)  # the gather splits even small batches
         self._maps: dict[str, np.ndarray] | None = None
         self._ragged: dict[Field, tuple[np.ndarray, np.ndarray]] | None = None
+        self._encoded: dict[str, tuple[np.ndarray, list[int]]] | None = None
 
     def read_ragged(
         self, local: np.ndarray, names: Collection[str] | None = None
@@ -254,6 +319,20 @@ class NpyShardReader:
     def open(self) -> None:
         """Map the shard's files now (reads map them on first use otherwise)."""
         self.maps()
+        self.encoded()
+
+    def encoded(self) -> dict[str, tuple[np.ndarray, list[int]]]:
+        """Each encoded field's payloads (a uint8 view of the memmap) and offsets (a list:
+        read one by one)."""
+        if self._encoded is None:
+            self._encoded = {
+                name: (
+                    np.asarray(_open_values(values)),
+                    np.asarray(_open_memmap(offsets, self.count + 1)).tolist(),
+                )
+                for name, (values, offsets) in self.payloads.items()
+            }
+        return self._encoded
 
     def maps(self) -> dict[str, np.ndarray]:
         """Each field's records: plain ndarray views of the memmaps (a memmap's `take` pays
@@ -271,7 +350,11 @@ class NpyShardReader:
         # the caller has checked the indices already.
         maps = self._maps if self._maps is not None else self.maps()
         for name, array in out.items():  # the method: np.take's wrapper costs as much again
-            maps[name].take(local, axis=0, out=array, mode="clip")
+            if name in self.payloads:  # decoded into the rows
+                values, offsets = self.encoded()[name]
+                npy_payloads.decode_into(values, offsets, local, array, self.payloads[name][0])
+            else:
+                maps[name].take(local, axis=0, out=array, mode="clip")
 
     def prefetch(self, start: int, stop: int) -> None:
         """Ask the kernel to read records start..stop-1 ahead, as one sequential run per file."""
@@ -280,10 +363,14 @@ class NpyShardReader:
             advise_willneed(
                 self.paths[name], HEADER_BYTES + start * record, (stop - start) * record
             )
+        for name, (_, offsets) in self.encoded().items():
+            first, last = offsets[start], offsets[min(stop, self.count)]
+            advise_willneed(self.payloads[name][0], HEADER_BYTES + first, last - first)
 
     def close(self) -> None:
         self._maps = None
         self._ragged = None
+        self._encoded = None
 
 
 def _open_values(path: Path) -> np.ndarray:

@@ -16,7 +16,6 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import RecordIOError
-from ..options import Options, option
 from ..schema import Field
 from ..storage.local import FileInfo, write_atomic
 from . import (
@@ -24,13 +23,14 @@ from . import (
     ShardJob,
     check_values,
     defaults,
+    encoding,
     part_path,
     recordio_fields,
     recordio_objects,
 )
 from .mxnet_recordio import (
     CHUNK,
-    ENCODINGS,
+    ENCODINGS,  # noqa: F401 (re-exported: the payload encodings)
     ID_OFFSET,
     IR_HEADER,
     MAGIC,
@@ -48,13 +48,8 @@ from .mxnet_recordio import (
 
 
 @dataclass(frozen=True)
-class RecordioOptions(Options):
-    """The recordio format's pack options."""
-
-    encoding: str = option(
-        "raw", "image payload, decoded pixels or re-encoded", kind="choice", choices=ENCODINGS
-    )
-    quality: int = option(95, "JPEG quality (with --encoding jpeg)", kind="int", range=(1, 100))
+class RecordioOptions(encoding.EncodingOptions):
+    """The recordio format's pack options: the image encoding's (always recorded)."""
 
 
 FORMAT_OPTIONS = RecordioOptions
@@ -70,12 +65,19 @@ def check_options(options: dict) -> None:
 def check_fields(fields: Sequence[Field], options: dict) -> None:
     """Encoded payloads are 8-bit RGB pictures (what MXNet and DALI decode); other images go
     raw (ValueError, naming them)."""
-    image = recordio_fields.places(fields).image
-    if options["encoding"] != "raw" and (np.dtype(image.dtype) != np.uint8 or image.shape[2] != 3):
+    places = recordio_fields.places(fields)
+    image, chosen = places.image, payload_encoding(places.image, options)
+    if chosen != "raw" and (np.dtype(image.dtype) != np.uint8 or image.shape[2] != 3):
         raise ValueError(
-            f"--encoding {options['encoding']} stores 8-bit RGB pictures; these images are "
+            f"--encoding {chosen} stores 8-bit RGB pictures; these images are "
             f"{np.dtype(image.dtype).name} with {image.shape[2]} band(s): use --encoding raw "
             "(or convert them with --channels rgb --dtype uint8)"
+        )
+    others = [f.name for f in places.trailer if f.encoding != "raw"]
+    if others:
+        raise ValueError(
+            f"RecordIO encodes its payload's image ({image.name}) only, not {', '.join(others)}: "
+            "use --format npy or tfrecord, or --encoding raw"
         )
 
 
@@ -94,7 +96,7 @@ class ChunkWriter:
         self.places = recordio_fields.places(fields)
         height, width = self.places.image.shape[:2]
         self.size = (width, height)
-        self.encoding = options["encoding"]
+        self.encoding = payload_encoding(self.places.image, options)
         self.quality = options["quality"]
         if self.encoding == "raw":
             check_record_size(raw_record_bytes(fields))
@@ -122,6 +124,12 @@ class ChunkWriter:
     def close(self) -> None:
         self._records.close()
         np.asarray(self._index, "<i8").reshape(-1, 2).tofile(self._index_path)
+
+
+def payload_encoding(image: Field, options: dict) -> str:
+    """The payload's encoding: the image field's, or (a manifest written before fields had
+    encodings) the pack's `encoding` option."""
+    return image.encoding if image.encoding != "raw" else options["encoding"]
 
 
 def raw_record_bytes(fields: Sequence[Field]) -> int:
@@ -175,7 +183,8 @@ def open_shard(
 ) -> RecordIOShardReader:
     """Batch reads of one shard for the NumPy readers; files open on first use."""
     rec, idx, _ = (root / split / name for name in file_names(shard["name"]))
-    return RecordIOShardReader(rec, idx, shard["count"], fields, options["encoding"])
+    image = recordio_fields.places(fields).image
+    return RecordIOShardReader(rec, idx, shard["count"], fields, payload_encoding(image, options))
 
 
 class RecordIOShardReader:
@@ -191,6 +200,7 @@ class RecordIOShardReader:
         same = not any(f.ragged for f in fields)  # raw records of one size: read in place
         same &= all(np.dtype(f.dtype).byteorder != ">" for f in places.trailer)
         self.raw = _RawLayout(fields) if encoding == "raw" and same else None
+        self.decodes = encoding != "raw"  # the gather splits even small batches
         self._reader: RecordIOReader | None = None
 
     @property

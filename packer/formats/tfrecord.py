@@ -3,7 +3,9 @@
 Workers write Examples without TensorFlow (the bytes: `tfrecord_wire`), each field under
 the keys its kind gives (`tfrecord_objects`). Optional gzip: one gzip member per chunk, joined
 in order (every gzip reader, TensorFlow's too, reads concatenated members as one stream).
-Optional DALI index files. NumPy readers scan the framing once per shard;
+Optional DALI index files. An encoded image field (`--encoding jpeg|png`) is its payload as one
+bytes feature (the Object Detection API's `image/encoded`, with `image/format`), decoded by the
+shard reader into the batch rows. NumPy readers scan the framing once per shard;
 `tfrecord_parse.example_decoder` is the tf.data parse of a batch. See formats/tfrecord.md.
 """
 
@@ -18,14 +20,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ..options import Options, option
+from ..imaging import codec
+from ..options import declared, option
 from ..schema import Field
 from ..storage.local import FileInfo, write_atomic
 from . import (
     ChunkPosition,
     ShardJob,
-    check_values,
     defaults,
+    encoding,
     part_path,
     tfrecord_objects,
 )
@@ -49,7 +52,7 @@ COMPRESSIONS = ("none", "gzip")
 
 
 @dataclass(frozen=True)
-class TfrecordOptions(Options):
+class TfrecordOptions(encoding.EncodingOptions):
     """The tfrecord format's pack options."""
 
     compression: str = option(
@@ -62,18 +65,26 @@ class TfrecordOptions(Options):
 
 
 FORMAT_OPTIONS = TfrecordOptions
-OPTIONS: dict = defaults(FORMAT_OPTIONS)
+# what the manifest records when nothing is given (the encoding's options: only when given)
+OPTIONS: dict = {k: v for k, v in defaults(FORMAT_OPTIONS).items() if k not in encoding.NAMES}
 GZIP_LEVEL = 6  # zlib's default, as TensorFlow's own GZIP writer
 
 
 def check_options(options: dict) -> None:
-    """Known compression; an index only for uncompressed files (DALI indexes those only)."""
-    check_values(FORMAT_OPTIONS, options)
+    """Known compression and encoding; an index only for uncompressed files (DALI indexes
+    those only)."""
+    for o in declared(FORMAT_OPTIONS):
+        o.check(options.get(o.name))
     if options["index"] and options["compression"] != "none":
         raise ValueError(
             "--index with --compression gzip: DALI's index holds byte offsets into "
             "uncompressed TFRecord files only; drop one of the two"
         )
+
+
+def check_fields(fields: Sequence[Field], options: dict) -> None:
+    """An encoded field must be one its encoding stores exactly (ValueError naming it)."""
+    encoding.check_fields(fields)
 
 
 def file_name(shard: str, options: dict) -> str:
@@ -99,6 +110,7 @@ class ChunkWriter:
         self.codecs = tfrecord_objects.codecs(fields)
         self.names = options.get("class_names", ())  # for image/object/class/text
         self.size = tfrecord_objects.image_size(fields)
+        self.quality = encoding.quality(options)
         self._raw = part_path(part_dir, task.shard, task.chunk, "records").open("wb")
         self._out = (
             gzip.GzipFile("", "wb", GZIP_LEVEL, self._raw, mtime=0)
@@ -110,6 +122,8 @@ class ChunkWriter:
         features = {}
         for field, kind in self.codecs:
             value = record[field.name]
+            if field.encoding != "raw":  # the kind stores the payload
+                value = codec.encode(field.coerce(value), field.encoding, self.quality)
             features.update(tfrecord_objects.encode(field, value, self.size, self.names, kind))
         self._out.writelines(frame(encode_example(features)))
 
@@ -207,6 +221,10 @@ class TFRecordShardReader:
         self.count = count
         codecs = tfrecord_objects.codecs(fields)
         self.fields = {f.name: (f, k) for f, k in codecs if not f.ragged}
+        self.encoded = {
+            n: k.tfrecord_keys(f)[0] for n, (f, k) in self.fields.items() if f.encoding != "raw"
+        }
+        self.decodes = bool(self.encoded)  # the gather splits even small batches
         self.objects = [(f, k) for f, k in codecs if f.ragged]
         self.size = tfrecord_objects.image_size(fields)
         self._lock = threading.Lock()
@@ -248,9 +266,22 @@ class TFRecordShardReader:
                 flat = array.reshape(len(local), -1).view(np.uint8)
                 for row, i in enumerate(local.tolist()):  # np.take would copy all of `rows`
                     np.copyto(flat[row], rows[i])
+            elif name in self.encoded:
+                for row, i in enumerate(local.tolist()):
+                    self._decode_into(data, i, name, array[row])
             else:
                 for row, i in enumerate(local.tolist()):
                     array[row] = self._field(data, i, name)
+
+    def _decode_into(self, data: mmap.mmap, i: int, name: str, out: np.ndarray) -> None:
+        """Decode the payload of an encoded field of record `i` (its kind's first key's one
+        bytes value) into `out`."""
+        start, stop = int(self._starts[i]), int(self._starts[i] + self._lengths[i])
+        try:
+            lists = decode_lists(data, start, stop)
+            codec.decode_into(tfrecord_objects.Example(lists, data).raw(self.encoded[name]), out)
+        except (ValueError, IndexError, KeyError) as exc:
+            raise OSError(f"{self.path}: record {i}: {exc}") from exc
 
     def _verify(self, local: np.ndarray) -> mmap.mmap:
         """The mapped file, after checking the CRC of each of records `local` once."""

@@ -11,9 +11,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import random
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -34,6 +33,7 @@ from .classes import class_mapping, class_table, relabelled
 from .convert import PackConfig
 from .kinds import image_kinds, mask_bits
 from .options import PLAN_OPTIONS, PlanOptions, check_keywords
+from .order import shuffled
 from .placement import check_out
 from .preflight import default_size
 from .shapes import listed_fields
@@ -41,11 +41,6 @@ from .tasks import ChunkTask, ShardTask
 
 CHUNK_BYTES = 8 << 20  # one worker task writes about this much; small enough to balance 2 cores
 MAX_CHUNK_SAMPLES = 256
-# Cells' samples are shuffled within windows of this many row groups, at most a quarter of
-# what each worker keeps decoded (`in_blocks`): a shard's rows come from row groups drawn from
-# the whole split, a window's from a few.
-WINDOW_BLOCKS = 8
-WINDOW_BYTES = storage.cells.KEPT_BYTES // 4
 # Part of every fingerprint: raise it when the same options and sources would give other bytes
 # or statistics, so that a pack is never resumed across that change (2: channel statistics
 # sample ~32 centred rows per image).
@@ -132,53 +127,6 @@ class PackPlan:
             for s in self.all_shards
             if s.name not in skip
         ]
-
-
-def shuffled(
-    samples: Sequence[Sample], seed: int, split: str, root: str | os.PathLike | None = None
-) -> list[Sample]:
-    """Samples of one split in a seeded order, so each shard mixes classes and folders.
-
-    A split whose images are cells of dataset files (under `root`) is shuffled in blocks
-    (`in_blocks`), so that each chunk reads few row groups; any other keeps this order."""
-    ordered = sorted(samples, key=lambda s: s.image)
-    digest = hashlib.sha256(f"{seed}/{split}".encode()).digest()
-    rng = random.Random(int.from_bytes(digest[:8], "little"))
-    if root is not None and ordered and all(_is_cell(s) for s in ordered):
-        return in_blocks(ordered, rng, root)
-    rng.shuffle(ordered)
-    return ordered
-
-
-def in_blocks(
-    ordered: Sequence[Sample], rng: random.Random, root: str | os.PathLike
-) -> list[Sample]:
-    """Cells' samples with each row group's rows together as a block, the blocks in a seeded
-    order, rows shuffled within windows of up to `WINDOW_BLOCKS` blocks (`WINDOW_BYTES` of row
-    groups, at least one block): a worker keeps a window's row groups while its chunks read
-    them, where a shuffle of rows would read a row group for most rows of a large dataset."""
-    places = storage.cells.row_group_of(os.path.join(root, s.image) for s in ordered)
-    blocks: dict[tuple[str, int], tuple[int, list[Sample]]] = {}
-    for sample, (file, group, size) in zip(ordered, places, strict=True):
-        blocks.setdefault((file, group), (size, []))[1].append(sample)
-    order = list(blocks.values())
-    rng.shuffle(order)
-    result: list[Sample] = []
-    window: list[Sample] = []
-    count = held = 0
-    for size, rows in order:
-        if window and (count == WINDOW_BLOCKS or held + size > WINDOW_BYTES):
-            rng.shuffle(window)
-            result.extend(window)
-            window, count, held = [], 0, 0
-        window.extend(rows)
-        count, held = count + 1, held + size
-    rng.shuffle(window)
-    return result + window
-
-
-def _is_cell(sample: Sample) -> bool:
-    return sample.values is None and storage.cells.is_cell(sample.image)
 
 
 def plan_shards(
@@ -303,6 +251,7 @@ def make_plan(
     else:
         dtype = mask_dtype(table and len(table), ignore_index)
         fields = fields_for(found.task, geometry.size, dtype, stored, found.keypoints)
+    fields, fmt_options = formats.encoding.encoded(fields, fmt_options)  # image fields
     _check_fields(format, fields, fmt_options)
     recorded = {
         "format": format,
@@ -389,7 +338,7 @@ def _format_options(name: str, given: dict) -> dict:
         fmt = formats.get(name)
     except ValueError as exc:
         raise PackError(str(exc)) from None
-    unknown = sorted(set(given) - set(fmt.OPTIONS))
+    unknown = sorted(set(given) - formats.accepted(fmt))
     if unknown:
         names = ", ".join(flag(n) for n in unknown)
         raise PackError(f"option(s) {names} do not apply to {flag('format', name)}")

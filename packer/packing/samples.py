@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import storage
+from .. import formats, storage
 from ..errors import ImageError, PackError, SourceError
 from ..fields import FieldKind
 from ..fields.presets import task_of
@@ -26,7 +26,15 @@ from ..sources.python_samples import as_samples, class_names, infer, listed
 from ..sources.splits import assign_split
 from .convert import PackConfig
 from .options import PlanOptions
-from .plan import PackPlan, _conversion, _fingerprint, _format_options, _given_size, plan_shards
+from .plan import (
+    PackPlan,
+    _check_fields,
+    _conversion,
+    _fingerprint,
+    _format_options,
+    _given_size,
+    plan_shards,
+)
 from .shapes import picture, value_field
 
 LAYOUT = "python samples"
@@ -97,6 +105,8 @@ def plan_samples(
         )
         for key, (kind, _) in kinds.items()
     ]
+    shaped, fmt_options = formats.encoding.encoded(shaped, fmt_options)  # the image fields
+    _check_fields(format, shaped, fmt_options)
     ignore_index = o.ignore_index
     if ignore_index is None:
         wide = any(f.kind == "mask" and np.dtype(f.dtype).itemsize > 1 for f in shaped)

@@ -6,7 +6,9 @@ they go to. One thread copies at about one core's memory bandwidth; NumPy's copi
 rate of all the cores the process may use. The pool is sized from this process's CPU affinity,
 divided among the processes of one reader that copy at the same time (`share_cores`: a
 reader's workers), and made anew in a forked child, where the parent's threads do not exist.
-A batch too small to be worth handing over is copied by the calling thread alone.
+A batch too small to be worth handing over is copied by the calling thread alone. A shard
+reader that decodes (`decodes`: a JPEG/PNG field) costs about a millisecond a record, so its
+batches are split by records, into more parts than threads, which then balance the work.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import numpy as np
 # thread costs more than copying it (measured in
 # benchmarks/results/2026-11-26-reading-on-every-core.md, "From what batch size threads pay").
 MIN_BYTES_PER_THREAD = 2 << 20
+PARTS_PER_THREAD = 4  # a decoding batch's parts per thread (decode times vary per record)
 
 
 class ShardReader(Protocol):
@@ -70,12 +73,15 @@ def read(runs: Sequence[Run]) -> None:
         for array in rows.values():
             total += array.nbytes
     split = total // MIN_BYTES_PER_THREAD  # most batches stop here, before the affinity call
+    decoding = any(getattr(reader, "decodes", False) for reader, _, _ in runs)
+    if decoding:  # every record is worth a thread
+        split = sum(len(local) for _, local, _ in runs)
     threads = min(thread_count(), split) if split > 1 else 1
     if threads <= 1:
         for reader, local, rows in runs:
             reader.read_into(local, rows)
         return
-    pieces = _pieces(runs, threads)
+    pieces = _pieces(runs, min(split, threads * PARTS_PER_THREAD) if decoding else threads)
     for reader, _, _ in runs:
         reader.open()  # lazy opens happen here, once, not racing in the threads
     _share(pieces, _pool(threads), threads - 1)

@@ -127,8 +127,12 @@ def test_file_infos_match_the_files(tmp_path, name):
 @pytest.mark.parametrize("name", formats.FORMATS)
 def test_option_defaults_round_trip(name):
     fmt = formats.get(name)
-    assert formats.defaults(fmt.FORMAT_OPTIONS) == fmt.OPTIONS
-    assert dataclasses.asdict(fmt.FORMAT_OPTIONS()) == fmt.OPTIONS
+    declared_defaults = formats.defaults(fmt.FORMAT_OPTIONS)
+    assert dataclasses.asdict(fmt.FORMAT_OPTIONS()) == declared_defaults
+    # every declared option is recorded by default, except the image encoding's, which npy and
+    # tfrecord record only when given (their packs without it keep their manifests)
+    assert set(declared_defaults) - set(fmt.OPTIONS) <= set(formats.encoding.NAMES)
+    assert {k: v for k, v in declared_defaults.items() if k in fmt.OPTIONS} == fmt.OPTIONS
     recorded = json.loads(json.dumps(fmt.OPTIONS))  # as the manifest stores them
     assert recorded == fmt.OPTIONS
     fmt.check_options(recorded)
@@ -206,8 +210,10 @@ def test_the_command_line_offers_every_format_option(seg_src, tmp_path):
         pack_command, [*base, "--format", "tfrecord", "--compression", "gzip", "--index"]
     )
     assert both.exit_code != 0 and "--index with --compression gzip" in both.output
-    foreign = runner.invoke(pack_command, [*base, "--format", "npy", "--quality", "80"])
+    foreign = runner.invoke(pack_command, [*base, "--format", "npy", "--compression", "gzip"])
     assert foreign.exit_code != 0 and "do not apply to --format npy" in foreign.output
+    alone = runner.invoke(pack_command, [*base, "--format", "npy", "--quality", "80"])
+    assert alone.exit_code != 0 and "applies only with --encoding jpeg" in alone.output
     out_of_range = runner.invoke(pack_command, [*base, "--format", "recordio", "--quality", "0"])
     assert out_of_range.exit_code == 2  # refused by click, before any planning
     assert not (tmp_path / "out").exists()

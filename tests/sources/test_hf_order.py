@@ -15,7 +15,8 @@ import pytest
 from PIL import Image
 
 import packer
-from packer.packing.plan import WINDOW_BLOCKS, make_plan
+from packer.packing.order import WINDOW_BLOCKS
+from packer.packing.plan import make_plan
 from packer.storage import cells
 from tests.fixtures.golden import digest
 from tests.sources.test_hf_datasets import CLASS_LABEL, IMAGE, features_metadata
