@@ -224,9 +224,10 @@ def info(dataset: PackedDataset) -> str:
     ]
     for name, s in data["splits"].items():
         size = sum(sh["bytes"] for sh in s["shards"])
+        each = f" ({human_bytes(size / s['count'])} a sample)" if s["count"] else ""
         lines.append(
             f"split {name}: {s['count']} samples, {plural(len(s['shards']), 'shard')}, "
-            f"{human_bytes(size)}"
+            f"{human_bytes(size)}{each}"
         )
     lines += _class_lines(data)
     lines += object_lines(data)

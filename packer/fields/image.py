@@ -85,5 +85,6 @@ class Image(FieldKind):
         }
 
     def info(self, field: Field) -> str:
-        """Its name, shape and dtype (a built-in kind's field needs no more words)."""
-        return shape_text(field)
+        """Its name, shape and dtype (a built-in kind's field needs no more words), and its
+        encoding when compressed."""
+        return shape_text(field) + ("" if field.encoding == "raw" else f" {field.encoding}")

@@ -343,11 +343,12 @@ def _format_options(name: str, given: dict) -> dict:
         names = ", ".join(flag(n) for n in unknown)
         raise PackError(f"option(s) {names} do not apply to {flag('format', name)}")
     options = {**fmt.OPTIONS, **given}
+    declared = {**formats.defaults(fmt.FORMAT_OPTIONS), **given}  # with those recorded if given
     for option, (needs, values) in ONLY_WITH.items():
-        if option in given and options.get(needs) not in values:
+        if option in given and declared.get(needs) not in values:
             text = (
                 f"{flag(option)} applies only with {flag(needs, values[0])}, not "
-                f"{flag(needs, options.get(needs))}"
+                f"{flag(needs, declared.get(needs))}"
             )
             if on_command_line():
                 raise PackError(text)
