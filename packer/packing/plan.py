@@ -1,9 +1,8 @@
 """The plan: everything decided before any pixel is decoded (what `--dry-run` shows).
 
-Samples are ordered by a seeded shuffle (a dataset file's rows by row group: `in_blocks`) and
-cut into shards and chunk tasks. The plan depends only on the sources, the options and the
-record size, never on `--workers` or the engine, which is what makes shards byte-identical
-however and wherever they are written.
+Samples are ordered (`order`) and cut into shards and chunk tasks. The plan depends only on the
+sources, the options and the record size, never on `--workers` or the engine, which is what
+makes shards byte-identical however and wherever they are written.
 """
 
 from __future__ import annotations
@@ -85,7 +84,7 @@ class PackPlan:
     @cached_property
     def options_fingerprint(self) -> str:
         """What every shard's bytes depend on besides its samples: options, converter revision."""
-        return options_fingerprint(self.options)
+        return _fingerprint(self.options, None)
 
     @cached_property
     def shard_fingerprints(self) -> dict[str, str]:
@@ -254,14 +253,7 @@ def make_plan(
     fields, fmt_options = formats.encoding.encoded(fields, fmt_options)  # image fields
     _check_fields(format, fields, fmt_options)
     recorded = {
-        "format": format,
-        "size": list(geometry.size),
-        "resize": o.resize,
-        "interpolation": o.interpolation,
-        "pad_value": o.pad_value,
-        # only when asked: old packs' options (and fingerprints) stay as they were
-        **({"channels": conversion.channels} if conversion.channels != "auto" else {}),
-        **({"dtype": conversion.dtype} if conversion.dtype != "auto" else {}),
+        **geometry_options(format, geometry, o, conversion),
         # what the sources' headers decided, when it is not what packer stored before it kept
         # them: a pack of such sources written before then is not resumed as this one
         **({"images": list(stored)} if stored != ("uint8", 3) else {}),
@@ -309,6 +301,21 @@ def make_plan(
 
 
 with_signature(make_plan, PLAN_OPTIONS)
+
+
+def geometry_options(
+    format: str, geometry: Geometry, o: PlanOptions, conversion: Conversion
+) -> dict:
+    """The options recorded first: format, geometry, a conversion only when asked for one."""
+    return {
+        "format": format,
+        "size": list(geometry.size),
+        "resize": o.resize,
+        "interpolation": o.interpolation,
+        "pad_value": o.pad_value,
+        **({"channels": conversion.channels} if conversion.channels != "auto" else {}),
+        **({"dtype": conversion.dtype} if conversion.dtype != "auto" else {}),
+    }
 
 
 def _conversion(channels, dtype: str) -> Conversion:
@@ -373,24 +380,16 @@ def _check_fields(name: str, fields, options: dict) -> None:
         raise PackError(f"{flag('format', name)}: {exc}") from None
 
 
-def options_fingerprint(options: dict) -> str:
-    """SHA-256 of the options and the converter revision: what a pack's bytes depend on
-    besides its samples."""
-    digest = hashlib.sha256(json.dumps(options, sort_keys=True).encode())
-    digest.update(f"converter {CONVERTER_REVISION}\n".encode())
-    return digest.hexdigest()
-
-
 def _sample_line(s: Sample) -> bytes:
     values = "" if s.values is None else f"\0{s.values.digest}"  # Python samples' values
     return f"{s.split}\0{s.image}\0{mask_line(s.mask)}\0{s.label}{values}\n".encode()
 
 
-def _fingerprint(options: dict, found: SourceScan) -> str:
+def _fingerprint(options: dict, found: SourceScan | None) -> str:
     """Identifies what a pack would contain: its options, the converter revision and its
-    exact list of samples."""
+    exact list of samples (none: the options' own fingerprint)."""
     digest = hashlib.sha256(json.dumps(options, sort_keys=True).encode())
     digest.update(f"converter {CONVERTER_REVISION}\n".encode())
-    for s in found.samples:
+    for s in found.samples if found is not None else ():
         digest.update(_sample_line(s))
     return digest.hexdigest()

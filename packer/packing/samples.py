@@ -33,6 +33,7 @@ from .plan import (
     _fingerprint,
     _format_options,
     _given_size,
+    geometry_options,
     plan_shards,
 )
 from .shapes import picture, value_field
@@ -118,13 +119,7 @@ def plan_samples(
         for (k, (kind, reason)), f in zip(kinds.items(), shaped, strict=True)
     )
     recorded = {
-        "format": format,
-        "size": list(geometry.size),
-        "resize": o.resize,
-        "interpolation": o.interpolation,
-        "pad_value": o.pad_value,
-        **({"channels": conversion.channels} if conversion.channels != "auto" else {}),
-        **({"dtype": conversion.dtype} if conversion.dtype != "auto" else {}),
+        **geometry_options(format, geometry, o, conversion),
         "fields": [f.to_json() for f in shaped],
         "seed": o.seed,
         "shard_size": o.shard_size,

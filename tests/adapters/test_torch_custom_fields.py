@@ -13,7 +13,7 @@ from torch.utils.data import DataLoader
 import packer.torch
 from packer.reading import handoff
 from packer.reading.loader import Loader
-from tests.fixtures.custom_fields import CUSTOM, custom_pack, detection_pack, write_pack
+from tests.fixtures.custom_fields import all_packs
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
 REBUILDS = ("rebuild_tensor", "rebuild_storage_fd", "rebuild_storage_filename")
@@ -21,12 +21,7 @@ REBUILDS = ("rebuild_tensor", "rebuild_storage_fd", "rebuild_storage_filename")
 
 @pytest.fixture(scope="module")
 def packs(tmp_path_factory) -> dict:
-    root = tmp_path_factory.mktemp("custom")
-    return {
-        "custom": (root / "c", custom_pack(root / "c")),
-        "detection": (root / "d", detection_pack(root / "d")),
-        "fixed": (root / "f", write_pack(root / "f", CUSTOM[:3], 7)),
-    }
+    return all_packs(tmp_path_factory.mktemp("custom"))
 
 
 @pytest.fixture

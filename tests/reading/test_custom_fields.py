@@ -11,19 +11,14 @@ import packer
 from packer.keras import PackedSequence
 from packer.reading.loader import Loader
 from packer.reading.objects import PAD
-from tests.fixtures.custom_fields import CUSTOM, custom_pack, detection_pack, write_pack
+from tests.fixtures.custom_fields import all_packs
 
 MAX = 3  # max_boxes: no sample has more objects, so nothing is cut
 
 
 @pytest.fixture(scope="module")
 def packs(tmp_path_factory) -> dict:
-    root = tmp_path_factory.mktemp("custom")
-    return {
-        "custom": (root / "c", custom_pack(root / "c")),
-        "detection": (root / "d", detection_pack(root / "d")),
-        "fixed": (root / "f", write_pack(root / "f", CUSTOM[:3], 7)),
-    }
+    return all_packs(tmp_path_factory.mktemp("custom"))
 
 
 def padded(records: list[dict], rows: np.ndarray) -> dict[str, np.ndarray]:
