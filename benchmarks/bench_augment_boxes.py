@@ -33,11 +33,7 @@ for _name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_name] = "1"  # before NumPy and OpenCV load: one core on both sides
 
 import argparse  # noqa: E402
-import functools  # noqa: E402
-import json  # noqa: E402
 import sys  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -49,21 +45,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 CAMVID = REPO.parent / "shared" / "data" / "camvid"
-PEERS_PYTHON = REPO / ".venv-peers" / "bin" / "python"
 HEIGHT, WIDTH = 352, 480
 OBJECTS = 7
 BATCH = 16
 MIN_VISIBILITY = 0.3
-SETTINGS = dict(  # packer's arguments; the peer builds albumentations' equivalent
-    rotation_range=10,
-    width_shift_range=0.1,
-    height_shift_range=0.1,
-    zoom_range=0.1,
-    shear_range=5,
-    horizontal_flip=True,
-    fill_mode="constant",
-    min_visibility=MIN_VISIBILITY,
-)
+SETTINGS = {**harness.AUGMENT, "min_visibility": MIN_VISIBILITY}  # packer's arguments
+PEER_RUNS = ("albu targets", "albu images")  # the peer's contenders
 TARGET = 1.5  # packer targets / albu targets
 
 
@@ -136,58 +123,19 @@ def load(synthetic: bool, camvid: Path) -> tuple[dict, str]:
     return data, f"{source}, {len(keep)} with {OBJECTS} objects each"
 
 
-def pin() -> None:
-    """This process on one core, OpenCV on one thread."""
-    os.sched_setaffinity(0, {0})
-    cv2.setNumThreads(1)
-
-
-def wall_and_cpu(step: Callable[[], int], seconds: float) -> dict[str, float]:
-    """Repeat `step` (returning images done) for `seconds`: images per wall second and per
-    CPU second of this process (one thread: what the core gave it, whatever else ran)."""
-    step()  # warm-up
-    done, start, cpu = 0, time.perf_counter(), time.process_time()
-    while (elapsed := time.perf_counter() - start) < seconds:
-        done += step()
-    return {"wall": done / elapsed, "cpu": done / (time.process_time() - cpu)}
-
-
-def following(count: int) -> Callable[[], tuple[int, np.ndarray]]:
-    """Successive (epoch, indices) of BATCH samples over `count`, wrapping into new epochs."""
-    state = {"next": 0}
-
-    def step() -> tuple[int, np.ndarray]:
-        start = state["next"]
-        state["next"] += BATCH
-        return start // count, np.arange(start, start + BATCH) % count
-
-    return step
-
-
 # --- packer, in the project's environment ----------------------------------------------------
 
 
 def packer_step(data: dict, with_targets: bool) -> Callable[[], int]:
     """Augment.apply on batches, images into a reused buffer as a reader does."""
-    from packer.augment import Augment
+    return harness.packer_augment_step(
+        data, ("boxes", "labels", "masks"), SETTINGS, BATCH, with_targets
+    )
 
-    aug, nxt = Augment(**SETTINGS, seed=0), following(len(data["images"]))
-    out = (np.empty((BATCH, HEIGHT, WIDTH, 3), np.uint8), None)
-    targets = [
-        {"boxes": b, "labels": c, "masks": m}
-        for b, c, m in zip(data["boxes"], data["labels"], data["masks"], strict=True)
-    ]
 
-    def step() -> int:
-        epoch, indices = nxt()
-        batch_targets = [targets[i] for i in indices] if with_targets else None
-        aug.apply(
-            data["images"][indices], None, epoch=epoch, indices=indices, out=out,
-            targets=batch_targets,
-        )  # fmt: skip
-        return BATCH
-
-    return step
+def local_steps(data: dict) -> dict[str, Callable[[], int]]:
+    """packer's contenders: with the targets, and on the images alone."""
+    return {"packer targets": packer_step(data, True), "packer images": packer_step(data, False)}
 
 
 # --- albumentations, in the peers' environment -----------------------------------------------
@@ -197,21 +145,9 @@ def peer_main(data_path: Path) -> None:
     """Serve rounds of albumentations: one JSON request per line in, one JSON answer out."""
     import albumentations as A
 
-    pin()
+    harness.pin_one_core()
     data = dict(np.load(data_path))
-    operations = [
-        A.HorizontalFlip(p=0.5),
-        A.Affine(
-            rotate=(-10, 10),
-            translate_percent=(-0.1, 0.1),
-            scale=(0.9, 1.1),
-            shear=(-5, 5),
-            interpolation=cv2.INTER_LINEAR,
-            mask_interpolation=cv2.INTER_NEAREST,
-            border_mode=cv2.BORDER_CONSTANT,
-            p=1.0,
-        ),
-    ]
+    operations = harness.albumentations_warp(A, mask_interpolation=cv2.INTER_NEAREST)
     with_targets = A.Compose(
         operations,
         bbox_params=A.BboxParams(
@@ -219,7 +155,7 @@ def peer_main(data_path: Path) -> None:
         ),
     )
     images_only = A.Compose(operations)
-    nxt = following(len(data["images"]))
+    nxt = harness.following(len(data["images"]), BATCH)
     index = np.arange(OBJECTS)
 
     def targets_step() -> int:
@@ -239,11 +175,8 @@ def peer_main(data_path: Path) -> None:
             images_only(image=data["images"][i])
         return BATCH
 
-    steps = {"albu targets": targets_step, "albu images": images_step}
-    print(json.dumps({"ready": True, "version": A.__version__}), flush=True)
-    for line in sys.stdin:
-        request = json.loads(line)
-        print(json.dumps(wall_and_cpu(steps[request["run"]], request["seconds"])), flush=True)
+    steps = dict(zip(PEER_RUNS, (targets_step, images_step), strict=True))
+    harness.serve_rounds(steps, {"ready": True, "version": A.__version__})
 
 
 # --- the run ---------------------------------------------------------------------------------
@@ -252,29 +185,10 @@ def peer_main(data_path: Path) -> None:
 def measure(args: argparse.Namespace, tmp: Path) -> dict:
     """Every number of the table, in one run: per-round rates of each contender."""
     data, source = load(args.synthetic, args.camvid)
-    path = tmp / "objects.npz"
-    np.savez(path, **data)
     results: dict = {"data": source, "rounds": {}, "notes": []}
-    peer = None
-    if PEERS_PYTHON.exists():
-        peer = harness.Peer(PEERS_PYTHON, __file__, ["--data", str(path)])
-    if peer is None:
-        results["notes"].append("no .venv-peers: run benchmarks/setup_peers.sh for the baseline")
-    else:
-        results["albumentations"] = peer.hello["version"]
-    pin()
-    local = {
-        "packer targets": packer_step(data, True),
-        "packer images": packer_step(data, False),
-    }
-    runs = {name: functools.partial(wall_and_cpu, step) for name, step in local.items()}
-    for name in ("albu targets", "albu images") if peer else ():
-        runs[name] = lambda seconds, n=name: peer.ask({"run": n, "seconds": seconds})
-    results["rounds"] = harness.side_by_side(
-        runs, args.seconds, args.rounds, measure=lambda run, s: run(s)
+    harness.measure_with_peer(
+        __file__, data, tmp, lambda: local_steps(data), PEER_RUNS, args, results
     )
-    if peer:
-        peer.close()
     return results
 
 
@@ -284,51 +198,28 @@ RATIOS = {
     "packer targets / packer images (the targets' cost)": ("packer targets", "packer images"),
     "albu targets / albu images": ("albu targets", "albu images"),
 }
+TARGETED = "packer / albumentations, targets"  # the ratio with a target (TARGET)
 
 
 def report(results: dict, args: argparse.Namespace) -> None:
     """The tables, as the README shows them: medians and ranges of rounds, ratios per round."""
-    by = {
-        k: {n: [r[k] for r in runs] for n, runs in results["rounds"].items()}
-        for k in ("wall", "cpu")
-    }
-    rows = [
-        [name, harness.spread(by["wall"][name], 0), harness.spread(by["cpu"][name], 0)]
-        for name in results["rounds"]
-    ]
     notes = (
         f"{WIDTH}x{HEIGHT}, {results['data']}, batches of {BATCH}, min_visibility "
         f"{MIN_VISIBILITY}; {args.rounds} interleaved rounds of {args.seconds:g} s on one core; "
         f"albumentations {results.get('albumentations', 'absent')}; shared machine, compare "
         "within a run."
     )
-    harness.report(
+    harness.wall_cpu_report(
         "Boxes and masks beside albumentations",
-        ["contender", "img/s (wall)", "img per CPU second"],
-        rows,
+        results,
+        RATIOS,
         notes,
+        {TARGETED: f">= {TARGET:g} x"},
     )
-    ratios = []
-    for label, (a, b) in RATIOS.items():
-        if a in results["rounds"] and b in results["rounds"]:
-            cells = [harness.spread(harness.ratios(by[k], b)[a]) for k in ("wall", "cpu")]
-            target = f">= {TARGET:g} x" if label.startswith("packer / albumentations, t") else ""
-            ratios.append([label, *cells, target])
-    print(harness.table(["ratio, per round", "wall", "CPU time", "target"], ratios))
-    for note in results["notes"]:
-        print(f"note: {note}")
 
 
 def main() -> None:
-    args = parse_args()
-    if args.peer:
-        peer_main(args.data)
-        return
-    with tempfile.TemporaryDirectory() as tmp:
-        results = measure(args, Path(tmp))
-    report(results, args)
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2))
+    harness.main_with_peer(parse_args(), peer_main, measure, report)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 """What every benchmark here shares: warm (or evict) the page cache, time a step for seconds,
 run contenders side by side in interleaved rounds and pair them as per-round ratios, describe
-the machine, print a Markdown table, and count CPU time across forked processes.
+the machine, print a Markdown table, and count CPU time across forked processes; and the frame
+of a one-core comparison beside a library in the peers' environment (pin, wall and CPU rates,
+the peer's loop, the tables).
 
 Standard library only at import, so that scripts running in the peers' environment can import
 it too; the few helpers for packer's own reading workload import packer when called.
@@ -10,6 +12,8 @@ page cache state named beside every number.
 
 from __future__ import annotations
 
+import argparse
+import functools
 import itertools
 import json
 import multiprocessing
@@ -19,12 +23,19 @@ import re
 import resource
 import statistics
 import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
 
 SIZE = (480, 352)  # (W, H) of the segmentation samples the reading benchmarks read
 CAMVID = Path(__file__).resolve().parents[2] / "shared" / "data" / "camvid"
+PEERS_PYTHON = Path(__file__).resolve().parents[1] / ".venv-peers" / "bin" / "python"
 
 Step = Callable[[], int]  # does some work, returns how many units (images, batches, bytes) it did
 
@@ -389,3 +400,216 @@ def forked_together(target: Callable, arguments: Sequence[tuple]) -> list:
         if p.exitcode:
             raise SystemExit(f"a benchmark process failed (exit code {p.exitcode})")
     return reports
+
+
+# --- one core, packer beside a peer's library: what the augmentation comparisons share ---------
+
+
+def pin_one_core(cpu: int = 0) -> None:
+    """This process on core `cpu`, OpenCV on one thread (OMP_NUM_THREADS and the BLAS
+    variables must be set to 1 before NumPy and OpenCV load: the scripts do it first)."""
+    import cv2  # both environments have it; imported here to keep this module stdlib-only
+
+    os.sched_setaffinity(0, {cpu})
+    cv2.setNumThreads(1)
+
+
+def wall_and_cpu(step: Step, seconds: float) -> dict[str, float]:
+    """Repeat `step` (returning images done) for `seconds` after one warm-up call: images per
+    wall second and per CPU second of this process (one thread: what the core gave it,
+    whatever else ran on the machine)."""
+    step()  # warm-up
+    done, start, cpu = 0, time.perf_counter(), time.process_time()
+    while (elapsed := time.perf_counter() - start) < seconds:
+        done += step()
+    return {"wall": done / elapsed, "cpu": done / (time.process_time() - cpu)}
+
+
+def following(count: int, batch: int) -> Callable[[], tuple[int, np.ndarray]]:
+    """Successive (epoch, indices) of `batch` samples over `count`, wrapping into new epochs."""
+    import numpy as np  # both environments have it
+
+    state = {"next": 0}
+
+    def step() -> tuple[int, np.ndarray]:
+        start = state["next"]
+        state["next"] += batch
+        return start // count, np.arange(start, start + batch) % count
+
+    return step
+
+
+def start_peer(python: Path, script: str, args: Sequence[str], notes: list[str]) -> Peer | None:
+    """`script` started with `--peer` in the peers' environment at `python`; None, with a note
+    on how to make that environment, where it is absent."""
+    if not python.exists():
+        notes.append("no .venv-peers: run benchmarks/setup_peers.sh for the baseline")
+        return None
+    return Peer(python, script, args)
+
+
+def serve_rounds(steps: Mapping[str, Step], hello: dict) -> None:
+    """The peer's side: print `hello` as one JSON line, then answer each request line
+    {"run": name, "seconds": s} with `wall_and_cpu(steps[name], s)`, until stdin closes."""
+    print(json.dumps(hello), flush=True)
+    for line in sys.stdin:
+        request = json.loads(line)
+        print(json.dumps(wall_and_cpu(steps[request["run"]], request["seconds"])), flush=True)
+
+
+def against_peer(
+    local: Mapping[str, Step],
+    peer: Peer | None,
+    peer_names: Sequence[str],
+    seconds: float,
+    count: int,
+) -> dict[str, list[dict[str, float]]]:
+    """Wall and CPU rates of the `local` steps and (with a peer) of the peer's `peer_names`, in
+    `count` interleaved rounds of `seconds` each (`side_by_side`); the peer is closed after."""
+    runs: dict[str, Callable[[float], dict[str, float]]] = {
+        name: functools.partial(wall_and_cpu, step) for name, step in local.items()
+    }
+    for name in peer_names if peer else ():
+        runs[name] = lambda s, n=name: peer.ask({"run": n, "seconds": s})
+    rates = side_by_side(runs, seconds, count, measure=lambda run, s: run(s))
+    if peer:
+        peer.close()
+    return rates
+
+
+def measure_with_peer(
+    script: str,
+    data: Mapping[str, np.ndarray],
+    folder: Path,
+    local: Callable[[], Mapping[str, Step]],
+    peer_names: Sequence[str],
+    args: argparse.Namespace,
+    results: dict,
+    library: str = "albumentations",
+) -> dict | None:
+    """The measuring part of a one-core comparison: `data` saved under `folder` for the peer
+    (`script --peer --data FILE` in the peers' environment, where it exists), this process
+    pinned, the steps of `local()` (made after pinning) and the peer's `peer_names` run by
+    `against_peer` for `args.rounds` rounds of `args.seconds`. Into `results`: "rounds", the
+    peer's version under `library`, the note of a missing peer under "notes". The peer's
+    hello, or None without a peer."""
+    import numpy as np  # the project's environment only (the peer loads the file itself)
+
+    path = folder / "data.npz"
+    np.savez(path, **data)
+    peer = start_peer(PEERS_PYTHON, script, ["--data", str(path)], results["notes"])
+    if peer is not None:
+        results[library] = peer.hello["version"]
+    pin_one_core()
+    results["rounds"] = against_peer(local(), peer, peer_names, args.seconds, args.rounds)
+    return None if peer is None else peer.hello
+
+
+def wall_cpu_report(
+    title: str,
+    results: Mapping[str, object],
+    ratio_pairs: Mapping[str, tuple[str, str]],
+    notes: str,
+    target_of: Mapping[str, str],
+) -> None:
+    """Print the tables of an `against_peer` run (`results["rounds"]`): each contender's
+    median and range of images per wall and per CPU second; then, per `ratio_pairs` label
+    whose two contenders both ran, the per-round ratio a / b of each, with its target from
+    `target_of` (or none); then `results["notes"]`, one line each."""
+    rounds = results["rounds"]
+    by = {k: {n: [r[k] for r in runs] for n, runs in rounds.items()} for k in ("wall", "cpu")}
+    rows = [[name, spread(by["wall"][name], 0), spread(by["cpu"][name], 0)] for name in rounds]
+    report(title, ["contender", "img/s (wall)", "img per CPU second"], rows, notes)
+    lines = []
+    for label, (a, b) in ratio_pairs.items():
+        if a in rounds and b in rounds:
+            cells = [spread(ratios(by[k], b)[a]) for k in ("wall", "cpu")]
+            lines.append([label, *cells, target_of.get(label, "")])
+    print(table(["ratio, per round", "wall", "CPU time", "target"], lines))
+    for note in results["notes"]:
+        print(f"note: {note}")
+
+
+def main_with_peer(
+    args: argparse.Namespace,
+    peer_main: Callable[[Path], None],
+    measure: Callable[[argparse.Namespace, Path], dict],
+    show: Callable[[dict, argparse.Namespace], None],
+) -> None:
+    """With --peer, serve as the peer (`peer_main(args.data)`); else `measure` (with a
+    temporary folder for the data handed to the peer), `show` the results, and write them to
+    --json if given."""
+    if args.peer:
+        peer_main(args.data)
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        results = measure(args, Path(tmp))
+    show(results, args)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+# --- the augmentation both sides run (bench_augment_boxes.py, bench_keypoints.py) -------------
+
+AUGMENT = dict(  # packer's arguments; `albumentations_warp` is albumentations' equivalent
+    rotation_range=10,
+    width_shift_range=0.1,
+    height_shift_range=0.1,
+    zoom_range=0.1,
+    shear_range=5,
+    horizontal_flip=True,
+    fill_mode="constant",
+)
+
+
+def albumentations_warp(A, **affine: object) -> list:
+    """albumentations' operations for AUGMENT, given its module `A`: a horizontal flip (p 0.5),
+    then one affine warp (rotation +-10 degrees, shift +-10%, zoom 0.9-1.1, shear +-5 degrees,
+    bilinear, constant fill); `affine` adds arguments of the warp (e.g. mask_interpolation)."""
+    import cv2
+
+    return [
+        A.HorizontalFlip(p=0.5),
+        A.Affine(
+            rotate=(-10, 10),
+            translate_percent=(-0.1, 0.1),
+            scale=(0.9, 1.1),
+            shear=(-5, 5),
+            interpolation=cv2.INTER_LINEAR,
+            border_mode=cv2.BORDER_CONSTANT,
+            p=1.0,
+            **affine,
+        ),
+    ]
+
+
+def packer_augment_step(
+    data: Mapping[str, np.ndarray],
+    fields: Sequence[str],
+    settings: Mapping[str, object],
+    batch: int,
+    with_targets: bool,
+    geometries: Mapping[str, object] | None = None,
+) -> Step:
+    """packer's side: `Augment(**settings).apply` on successive batches of data["images"],
+    into a reused buffer as a reader does; `with_targets`, each sample's `fields` of `data` as
+    its targets (moved as `geometries` says, or by packer's conventions)."""
+    import numpy as np
+
+    from packer.augment import Augment
+
+    aug, nxt = Augment(**settings, seed=0), following(len(data["images"]), batch)
+    out = (np.empty((batch, *data["images"].shape[1:]), np.uint8), None)
+    columns = [data[name] for name in fields]
+    targets = [dict(zip(fields, sample, strict=True)) for sample in zip(*columns, strict=True)]
+
+    def step() -> int:
+        epoch, indices = nxt()
+        batch_targets = [targets[i] for i in indices] if with_targets else None
+        aug.apply(
+            data["images"][indices], None, epoch=epoch, indices=indices, out=out,
+            targets=batch_targets, geometries=geometries if with_targets else None,
+        )  # fmt: skip
+        return batch
+
+    return step
