@@ -66,7 +66,9 @@ def scan_list_file(
     names a file of the tags a multi-label column may hold (one a line)."""
     list_kind = ext(path.name)
     if list_kind not in _LIST_EXTENSIONS:
-        raise SourceError(f"{path}: SRC must be a folder or a .lst/.csv/.tsv/.jsonl list file")
+        raise SourceError(
+            f"{path}: SRC must be a folder, a .lst/.csv/.tsv/.jsonl list file or a .parquet file"
+        )
     if layout not in ("auto", NAME):
         raise SourceError(
             f"{flag('layout', layout)} needs a folder as SRC, not the list file {path.name}"

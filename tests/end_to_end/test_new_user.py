@@ -134,7 +134,8 @@ WRONG = {
                                 "--ignore-index 1 is a class id ('disc')"),
     "a pack as SRC": (["pack", "{packed}"], "{packed} is a pack made by packer"),
     "SRC a text file": (["pack", "{list_txt}"],
-                        "{list_txt}: SRC must be a folder or a .lst/.csv list file"),
+                        "{list_txt}: SRC must be a folder, a .lst/.csv/.tsv/.jsonl list "
+                        "file or a .parquet file"),
     "--root for a folder": (["pack", "{src}", "--root", "{root}"],
                             "--root applies to a .lst/.csv list as SRC, not to a folder"),
     "zero workers": (["pack", "{src}", "--workers", "0"],
