@@ -81,6 +81,11 @@ class Converter:
             return None
         return LabelMapper(self.config.table, self.config.ignore_index, np.dtype(mask_field.dtype))
 
+    @cached_property
+    def keypoints(self) -> int:
+        """Points per object of the pack's keypoints field (0: none), asked once per worker."""
+        return next((f.shape[0] for f in self.config.fields if f.kind == "keypoints"), 0)
+
     @property
     def out(self) -> Path:
         """Where the formats write: OUT, or a local scratch copy of it when OUT is a URL."""
@@ -125,8 +130,7 @@ class Converter:
                     result.annotations[sample.image] = sample.mask.digest
                 elif sample.values is not None:
                     result.values[sample.image] = sample.values.digest
-                fields = None if sample.values is None else config.fields  # presets': by name
-                result.stats.add(record, backend, fields)
+                result.stats.add(record, backend, config.fields)
         finally:
             read.close()
             writer.close()
@@ -264,7 +268,7 @@ class Converter:
             image.placement,
             self.config.task == "instances",
             self.config.min_box_size,
-            next((f.shape[0] for f in self.config.fields if f.kind == "keypoints"), 0),
+            self.keypoints,
         )
         dropped = [_dropped(p, recipe) for p in problems]
         dropped += [{"path": sample.image, "object": i, "reason": why} for i, why in geometry]

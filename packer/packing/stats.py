@@ -11,6 +11,7 @@ counts; a kind that counts nothing is skipped.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -18,7 +19,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..fields import kind_of
-from ..fields.presets import PRESETS, fields_for
 from ..schema import Field
 
 
@@ -32,19 +32,13 @@ class ChunkStats:
     backends: Counter = field(default_factory=Counter)
     objects: Counter | None = None  # objects per image, COCO sizes, dropped
 
-    def add(
-        self, record: dict[str, np.ndarray], backend: str, fields: tuple[Field, ...] | None = None
-    ) -> None:
-        """Count one record, field by field as its kind says: sampled rows into the channel
-        histograms, every mask pixel (the label, each object's label, each tag) of one field
-        into the class counts, the boxes into the object counts. Without `fields`, the record
-        is a preset's."""
+    def add(self, record: dict[str, np.ndarray], backend: str, fields: tuple[Field, ...]) -> None:
+        """Count one record of the pack's `fields`, field by field as its kind says: sampled
+        rows into the channel histograms, every mask pixel (the label, each object's label,
+        each tag) of one field into the class counts, the boxes into the object counts."""
         self.backends[backend] += 1
         channels = classes = False
-        # one field's class counts: a field of class ids first (a class column beside a tag
-        # column is the pack's class table), else another that counts classes (tags)
-        fields = sorted(fields or _preset_fields(record), key=lambda f: not kind_of(f).class_ids)
-        for f in fields:
+        for f in _counting_order(tuple(fields)):
             kind, value = kind_of(f), record[f.name]
             counted = None if channels else kind.count_channels(value)
             if counted is not None:
@@ -111,11 +105,9 @@ def merge(chunks: Iterable[ChunkStats]) -> dict:
     }
 
 
-def _preset_fields(record: dict[str, np.ndarray]) -> tuple[Field, ...]:
-    """The fields of the preset whose field names the record holds (for callers that count a
-    record without its pack's fields)."""
-    for task in PRESETS:
-        fields = fields_for(task, (1, 1), np.dtype(np.uint8))
-        if {f.name for f in fields} == set(record):
-            return fields
-    raise ValueError(f"a record of fields {sorted(record)}: give ChunkStats.add its fields")
+@functools.cache
+def _counting_order(fields: tuple[Field, ...]) -> tuple[Field, ...]:
+    """The fields in the order `add` counts them (once per pack, not per record): fields of
+    class ids first, so that one of them gives the class counts (a class column beside a tag
+    column is the pack's class table), else another that counts classes (tags)."""
+    return tuple(sorted(fields, key=lambda f: not kind_of(f).class_ids))

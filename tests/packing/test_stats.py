@@ -101,11 +101,13 @@ def test_classification_stats_and_weights_are_those_of_the_packed_arrays(tmp_pat
 def test_a_chunk_of_rejected_records_leaves_one_band_statistics_whole():
     """A 1-band 8-bit pack (--channels 1) whose chunk had every record rejected: that chunk
     counted nothing and must not reshape or blank the shard's histogram."""
+    from packer.fields.presets import fields_for
     from packer.packing.stats import ChunkStats, merge
 
     grey = np.arange(64, dtype=np.uint8).reshape(8, 8, 1)
     counted = ChunkStats()
-    counted.add({"images": grey, "labels": np.int32(0)}, "test")
+    fields = fields_for("classification", (8, 8), np.dtype(np.uint8), ("uint8", 1))
+    counted.add({"images": grey, "labels": np.int32(0)}, "test", fields)
     merged = merge([ChunkStats(), counted])
     hist = np.asarray(merged["channel_hist"])
     assert hist.shape == (1, 256) and hist.sum() > 0
