@@ -18,7 +18,6 @@ import numpy as np
 
 from ..errors import MixtureError
 from ..fields import get, kind_of
-from ..fields.presets import fields_for
 from ..relabel import IGNORE, read_class_map
 from ..schema import PRESET_KINDS, Field
 
@@ -145,11 +144,6 @@ def class_id_fields(pack_fields: Sequence[Field]) -> tuple[str, ...]:
     """The fields (fixed or ragged) whose kind says their values are class ids: what a
     mixture's lookup relabels."""
     return tuple(f.name for f in pack_fields if kind_of(f).class_ids)
-
-
-def target_names(task: str) -> tuple[str, ...]:
-    """`class_id_fields` of preset `task`'s fields: masks (segmentation), else labels."""
-    return class_id_fields(fields_for(task, (1, 1), np.dtype(np.uint8)))
 
 
 def relabel(arrays: dict[str, np.ndarray], table: np.ndarray, names: tuple[str, ...]) -> None:

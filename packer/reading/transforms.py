@@ -14,7 +14,6 @@ import numpy as np
 
 from ..errors import ManifestError
 from ..fields import kind_of
-from ..fields.presets import fields_for
 from ..schema import Field
 
 NORMALIZE_MODES = (None, "unit", "dataset")
@@ -50,13 +49,6 @@ class Normalizer:
             out -= self.mean
             out *= self.inv_std
         return out
-
-
-def one_hot_table(num_classes: int, ignore_index: int | None, task: str) -> np.ndarray:
-    """`ids_table` for the class-id fields of preset `task` (what a pack of it holds)."""
-    mask = np.dtype(np.uint16 if num_classes > 255 else np.uint8)
-    preset = fields_for(task, (1, 1), mask)
-    return ids_table(num_classes, ignore_index, [f for f in preset if kind_of(f).class_ids])
 
 
 def ids_table(num_classes: int, ignore_index: int | None, fields: Sequence[Field]) -> np.ndarray:

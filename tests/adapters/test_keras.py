@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 import packer
+from packer.fields.presets import fields_for
 from packer.keras import PackedSequence
-from packer.reading.transforms import one_hot_table
+from packer.reading.transforms import ids_table
 from tests.fixtures.models import tiny_classifier
 from tests.fixtures.packs import REPO
 
@@ -87,7 +88,7 @@ def test_one_hot_and_normalisation(seg_pack, cls_pack):
 
 
 def test_ignore_index_is_all_zero_in_one_hot():
-    table = one_hot_table(4, 255, "segmentation")
+    table = ids_table(4, 255, fields_for("segmentation", (1, 1), np.dtype(np.uint8))[1:])
     assert np.array_equal(table[np.array([0, 3, 255])], [[1, 0, 0, 0], [0, 0, 0, 1], [0, 0, 0, 0]])
 
 

@@ -11,7 +11,8 @@ import tensorflow as tf
 
 import packer
 import packer.tf
-from packer.reading.transforms import Normalizer, one_hot_table
+from packer.fields.presets import fields_for
+from packer.reading.transforms import Normalizer, ids_table
 from tests.fixtures.models import tiny_classifier
 
 SIZE = (32, 32)  # (W, H): "fit" pads the 4:3 scenes, so masks hold the ignore index
@@ -84,7 +85,7 @@ def test_one_hot_and_normalisation_match_the_numpy_readers(seg, fmt, stream):
     path = seg[fmt]
     expected = everything(seg["npy"])
     stats = packer.open(path).manifest["stats"]
-    table = one_hot_table(4, 255, "segmentation")
+    table = ids_table(4, 255, fields_for("segmentation", (1, 1), np.dtype(np.uint8))[1:])
     for mode in ("unit", "dataset"):
         batches = packer.tf.dataset(
             path, batch_size=5, shuffle=False, one_hot=True, normalize=mode, stream=stream

@@ -14,7 +14,8 @@ from torch.utils.data import DataLoader, DistributedSampler, RandomSampler
 
 import packer
 from packer.augment import Augment
-from packer.reading.transforms import one_hot_table
+from packer.fields.presets import fields_for
+from packer.reading.transforms import ids_table
 from packer.torch import PackedDataset
 from packer.torch.device import DeviceBatch
 from tests.jobs.torch_jobs import (
@@ -67,7 +68,12 @@ def test_items_are_whole_batches_of_tensors(seg, cls):
         seg["npy"], batch_size=4, shuffle=False, one_hot=True, normalize="unit"
     )[0]
     assert unit.dtype == torch.float32 and torch.allclose(unit, images / 255.0)
-    assert np.array_equal(onehot.numpy(), one_hot_table(4, 255, "segmentation")[masks.numpy()])
+    assert np.array_equal(
+        onehot.numpy(),
+        ids_table(4, 255, fields_for("segmentation", (1, 1), np.dtype(np.uint8))[1:])[
+            masks.numpy()
+        ],
+    )
     _, labels = PackedDataset(cls["npy"], batch_size=5, shuffle=False)[0]
     assert labels.dtype == torch.int64 and tuple(labels.shape) == (5,)
     with pytest.raises(ValueError, match="layout"):
@@ -131,7 +137,11 @@ def test_batches_a_consumer_keeps_are_never_overwritten(seg, one_hot):
         targets = torch.cat([y for _, y in kept]).numpy()
         assert np.array_equal(images.numpy(), expected["images"])
         masks = expected["masks"]
-        want = one_hot_table(4, 255, "segmentation")[masks] if one_hot else masks
+        want = (
+            ids_table(4, 255, fields_for("segmentation", (1, 1), np.dtype(np.uint8))[1:])[masks]
+            if one_hot
+            else masks
+        )
         assert np.array_equal(targets, want)
         assert kept[0][0].is_contiguous(memory_format=torch.channels_last)
         del kept

@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 
 from packer.errors import MixtureError
+from packer.fields.presets import fields_for
 from packer.reading.mixture_classes import (
+    class_id_fields,
     class_map_of,
     reconcile,
     relabel,
-    target_names,
 )
 
 
@@ -44,7 +45,9 @@ def test_packs_listing_the_same_classes_in_another_order_are_reconciled_by_name(
         assert [c["color"] for c in r.classes] == [[0, 0, 0], [1, 2, 3], [2, 4, 6]]
     # a batch of the second pack: eel, cat, dog, and the last class (dog, id 2) too
     labels = {"labels": np.array([0, 1, 2, 2, -1], np.int32)}
-    relabel(labels, r.tables[1], target_names("detection"))
+    relabel(
+        labels, r.tables[1], class_id_fields(fields_for("detection", (1, 1), np.dtype(np.uint8)))
+    )
     assert labels["labels"].tolist() == [2, 0, 1, 1, -1]  # padding (-1) left as it is
 
 
@@ -57,7 +60,7 @@ def test_masks_of_a_reordered_pack_map_every_id_and_their_ignore_index():
     assert table[:3].tolist() == [2, 0, 1] and (table[3:] == 255).all()
     masks = np.array([[0, 1, 2], [255, 2, 0]], np.uint8)
     arrays = {"masks": masks}
-    relabel(arrays, table, target_names("segmentation"))
+    relabel(arrays, table, class_id_fields(fields_for("segmentation", (1, 1), np.dtype(np.uint8))))
     assert arrays["masks"] is masks  # in place
     assert masks.tolist() == [[2, 0, 1], [255, 1, 2]]
 
