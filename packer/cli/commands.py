@@ -56,8 +56,9 @@ def command_line(ctx: click.Context) -> str:
     return shlex.join([*ctx.command_path.split(), *ctx.meta.get("packer.args", [])])
 
 
-PACK_HELP = """Pack SRC (a folder, a .lst/.csv list, a Parquet file, or a Hugging Face dataset
-folder: Hub Parquet files or a save_to_disk folder) into already-decoded shards.
+PACK_HELP = """Pack SRC (a folder; a .lst, .csv, .tsv or .jsonl list, with label columns if it
+has them; a Parquet file; or a Hugging Face dataset folder: Hub Parquet files or a
+save_to_disk folder) into already-decoded shards.
 
 Without --out the pack goes to SRC-FORMAT/ beside SRC. Re-running an interrupted pack
 finishes it; re-running a finished one does nothing, or, when sources were added, removed or
