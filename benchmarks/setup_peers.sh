@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Create the peers' environment for benchmarks/bench_peers.py and bench_augment.py: a separate
-# virtual environment (.venv-peers) with WebDataset, LitData, FFCV, matplotlib, and the augmentation
-# baselines (albumentations; Keras + scipy for ImageDataGenerator), pinned in peers-requirements.txt.
-# Nothing here touches packer's own .venv. FFCV compiles against the system OpenCV and
-# libjpeg-turbo (apt); when it does not build, the log stays in .venv-peers/ffcv-install.log and
-# the benchmark reports why instead of an FFCV row.
+# Create the peers' environment for benchmarks/bench_peers.py, bench_compressed.py (FFCV) and
+# bench_augment.py: a separate virtual environment (.venv-peers) with WebDataset, LitData, FFCV,
+# matplotlib, the augmentation baselines (albumentations; Keras + scipy for ImageDataGenerator) and
+# what packer's import needs there (the scripts re-invoke themselves in it with packer from the
+# checkout), pinned in peers-requirements.txt. Nothing here touches packer's own .venv. FFCV
+# compiles against the system OpenCV and libjpeg-turbo (apt); when it does not build, the log
+# stays in .venv-peers/ffcv-install.log and the benchmarks report why instead of an FFCV row.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=.venv-peers  # where bench_peers.py looks for it
@@ -28,7 +29,7 @@ else
 fi
 "$VENV/bin/python" -c "
 import importlib.metadata as m
-for name in ('torch', 'webdataset', 'litdata', 'ffcv', 'matplotlib', 'numpy',
+for name in ('torch', 'webdataset', 'litdata', 'ffcv', 'matplotlib', 'numpy', 'pyspng',
              'albumentations', 'scipy', 'keras'):
     try:
         print('peers:', name, m.version(name))
