@@ -36,6 +36,7 @@ from .order import shuffled
 from .placement import check_out
 from .preflight import default_size
 from .shapes import listed_fields
+from .stored_size import estimate
 from .tasks import ChunkTask, ShardTask
 
 CHUNK_BYTES = 8 << 20  # one worker task writes about this much; small enough to balance 2 cores
@@ -295,7 +296,9 @@ def make_plan(
         image_kinds=kinds,
         min_box_size=o.min_box_size,
     )
-    shards = plan_shards(found.samples, o.seed, record_bytes(fields), o.shard_size, found.root)
+    stored = estimate(config, found.samples, o.seed)  # shards of what lands on disk
+    shards = plan_shards(found.samples, o.seed, stored.record, o.shard_size, found.root)
+    notes += stored.notes(o.shard_size)
     fingerprint = _fingerprint(recorded, found)
     return PackPlan(found, out_path, table, config, shards, recorded, fingerprint, notes, size_rule)
 

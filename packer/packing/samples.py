@@ -20,7 +20,7 @@ from ..fields import FieldKind
 from ..fields.presets import task_of
 from ..imaging import Geometry
 from ..labels import ClassTable
-from ..schema import Field, record_bytes
+from ..schema import Field
 from ..sources import SourceScan
 from ..sources.python_samples import as_samples, class_names, infer, listed
 from ..sources.splits import assign_split
@@ -37,6 +37,7 @@ from .plan import (
     plan_shards,
 )
 from .shapes import picture, value_field
+from .stored_size import estimate
 
 LAYOUT = "python samples"
 
@@ -155,7 +156,9 @@ def plan_samples(
         conversion=conversion,
         min_box_size=o.min_box_size,
     )
-    shards = plan_shards(found, o.seed, record_bytes(config.fields), o.shard_size)
+    stored = estimate(config, found, o.seed)  # shards of what lands on disk
+    shards = plan_shards(found, o.seed, stored.record, o.shard_size)
+    notes = [*notes, *stored.notes(o.shard_size)]  # the scan's own stay the source's
     out_path = storage.as_path(out).expanduser()
     fingerprint = _fingerprint(recorded, scan)
     return PackPlan(scan, out_path, table, config, shards, recorded, fingerprint, notes, size_rule)
