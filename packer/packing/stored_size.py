@@ -42,7 +42,7 @@ class StoredSize:
         return [
             f"shard size ({name_of('shard_size')}) {shard_bytes:,} bytes: about "
             f"{self.record:,} bytes a sample as stored (estimated from {self.encoded} samples "
-            f"encoded as {self.what}), {per_shard:,} samples a shard"
+            f"encoded as {self.what}), {per_shard:,} sample{'s' * (per_shard != 1)} a shard"
         ]
 
 
@@ -71,7 +71,7 @@ def estimate(config: PackConfig, samples: Sequence[Sample], seed: int) -> Stored
     raw = record_bytes(tuple(f for f in config.fields if f.encoding == "raw"))
     mean = raw + sum(sizes) / len(sizes)
     what = sorted({f"jpeg q{quality}" if f.encoding == "jpeg" else f.encoding for f in encoded})
-    return StoredSize(max(1, round(float(f"{mean:.2g}"))), len(sizes), ", ".join(what))
+    return StoredSize(round(float(f"{mean:.2g}")), len(sizes), ", ".join(what))
 
 
 def drawn(samples: Sequence[Sample], seed: int, count: int = SAMPLED) -> list[Sample]:

@@ -102,6 +102,13 @@ def test_png_packs_estimate_their_own_bytes(photos, tmp_path):
     assert f"estimated from {SAMPLED} samples encoded as png" in note
     per_shard = len(plan.all_shards[0].samples)
     assert 5 < per_shard < 60  # lossless: between the raw bytes and JPEG's
+    assert f"), {per_shard} samples a shard" in note
+
+
+def test_a_shard_smaller_than_a_sample_holds_one(photos, tmp_path):
+    plan = make_plan(photos, tmp_path / "out", size=SIZE, shard_size=1000, **JPEG)
+    assert {len(s.samples) for s in plan.all_shards} == {1}
+    assert any(n.endswith("), 1 sample a shard") for n in plan.notes)
 
 
 def test_the_help_says_how_many_samples_the_estimate_encodes():
