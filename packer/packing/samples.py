@@ -25,13 +25,12 @@ from ..sources import SourceScan
 from ..sources.python_samples import as_samples, class_names, infer, listed
 from ..sources.splits import assign_split
 from .convert import PackConfig
+from .format_options import check_fields, format_options
 from .options import PlanOptions
 from .plan import (
     PackPlan,
-    _check_fields,
     _conversion,
     _fingerprint,
-    _format_options,
     _given_size,
     geometry_options,
     plan_shards,
@@ -56,7 +55,7 @@ def plan_samples(
     if fields is not None and not isinstance(fields, Mapping):
         raise PackError(f"fields=: a dict of key -> kind name, not {type(fields).__name__}")
     declared = set(PlanOptions.__dataclass_fields__)
-    fmt_options = _format_options(format, {k: v for k, v in options.items() if k not in declared})
+    fmt_options = format_options(format, {k: v for k, v in options.items() if k not in declared})
     o = PlanOptions.resolve({k: v for k, v in options.items() if k in declared})
     try:
         given, notes = listed(samples)
@@ -108,7 +107,7 @@ def plan_samples(
         for key, (kind, _) in kinds.items()
     ]
     shaped, fmt_options = formats.encoding.encoded(shaped, fmt_options)  # the image fields
-    _check_fields(format, shaped, fmt_options)
+    check_fields(format, shaped, fmt_options)
     ignore_index = o.ignore_index
     if ignore_index is None:
         wide = any(f.kind == "mask" and np.dtype(f.dtype).itemsize > 1 for f in shaped)
