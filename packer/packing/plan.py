@@ -36,7 +36,7 @@ from .order import shuffled
 from .placement import check_out
 from .preflight import default_size
 from .shapes import listed_fields
-from .stored_size import estimate
+from .stored_size import StoredSize, estimate
 from .tasks import ChunkTask, ShardTask
 
 CHUNK_BYTES = 8 << 20  # one worker task writes about this much; small enough to balance 2 cores
@@ -72,6 +72,7 @@ class PackPlan:
     shards: dict[str, list[ShardPlan]]
     options: dict
     fingerprint: str
+    stored: StoredSize  # one record's bytes on disk: estimated when fields are encoded
     notes: list[str] = field(default_factory=list)
     size_rule: str | None = None  # how the size was chosen when none was given
 
@@ -293,11 +294,13 @@ def make_plan(
         image_kinds=kinds,
         min_box_size=o.min_box_size,
     )
-    stored = estimate(config, found.samples, o.seed)  # shards of what lands on disk
-    shards = plan_shards(found.samples, o.seed, stored.record, o.shard_size, found.root)
-    notes += stored.notes(o.shard_size)
+    on_disk = estimate(config, found.samples, o.seed)  # shards of what lands on disk
+    shards = plan_shards(found.samples, o.seed, on_disk.record, o.shard_size, found.root)
+    notes += on_disk.notes(o.shard_size)
     fingerprint = _fingerprint(recorded, found)
-    return PackPlan(found, out_path, table, config, shards, recorded, fingerprint, notes, size_rule)
+    return PackPlan(
+        found, out_path, table, config, shards, recorded, fingerprint, on_disk, notes, size_rule
+    )
 
 
 with_signature(make_plan, PLAN_OPTIONS)

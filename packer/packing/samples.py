@@ -155,12 +155,14 @@ def plan_samples(
         conversion=conversion,
         min_box_size=o.min_box_size,
     )
-    stored = estimate(config, found, o.seed)  # shards of what lands on disk
-    shards = plan_shards(found, o.seed, stored.record, o.shard_size)
-    notes = [*notes, *stored.notes(o.shard_size)]  # the scan's own stay the source's
+    on_disk = estimate(config, found, o.seed)  # shards of what lands on disk
+    shards = plan_shards(found, o.seed, on_disk.record, o.shard_size)
+    notes = [*notes, *on_disk.notes(o.shard_size)]  # the scan's own stay the source's
     out_path = storage.as_path(out).expanduser()
     fingerprint = _fingerprint(recorded, scan)
-    return PackPlan(scan, out_path, table, config, shards, recorded, fingerprint, notes, size_rule)
+    return PackPlan(
+        scan, out_path, table, config, shards, recorded, fingerprint, on_disk, notes, size_rule
+    )
 
 
 def describe(plan: PackPlan) -> str:

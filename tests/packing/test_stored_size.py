@@ -5,6 +5,7 @@ and leaves raw packs' plans as they were."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,7 @@ from PIL import Image
 
 import packer
 from packer.cli import pack_command
+from packer.cli.report import dry_run, human_bytes
 from packer.packing import make_plan
 from packer.packing.options import PLAN_OPTIONS
 from packer.packing.stored_size import SAMPLED, drawn
@@ -94,6 +96,24 @@ def test_raw_packs_plan_from_the_decoded_bytes_as_before(photos, tmp_path):
     per_shard = SHARD // record_bytes(plan.config.fields)
     assert [len(s.samples) for s in plan.all_shards][NOT_LAST] == [per_shard] * 59
     assert not any("as stored" in note for note in plan.notes)
+    shown = dry_run(plan)
+    assert f"split train: 300 samples in 60 shards, ~{human_bytes(300 * 36_864)}\n" in shown
+    assert "estimated" not in shown
+
+
+def test_the_dry_run_shows_about_the_bytes_a_compressed_pack_stores(photos, tmp_path):
+    args = [str(photos), "--out", str(tmp_path / "out"), "--size", "128x96", "--encoding", "jpeg"]
+    args += ["--quality", "90", "--workers", "1", "--no-progress"]
+    dry = CliRunner().invoke(pack_command, [*args, "--dry-run"])
+    assert dry.exit_code == 0, dry.output
+    line = re.search(
+        r"split train: 300 samples in 1 shard, ~([\d.]+) MB \(estimated, jpeg q90\)", dry.output
+    )
+    assert line, dry.output
+    assert CliRunner().invoke(pack_command, args).exit_code == 0
+    ((stored,),) = shard_bytes(tmp_path / "out")
+    # The decoded bytes would show 11.1 MB, about ten times what lands on disk.
+    assert 0.85 * stored <= float(line[1]) * 1e6 <= 1.15 * stored, (line[0], stored)
 
 
 def test_png_packs_estimate_their_own_bytes(photos, tmp_path):
