@@ -60,7 +60,7 @@ def estimate(config: PackConfig, samples: Sequence[Sample], seed: int) -> Stored
     sizes = []
     for sample in drawn(samples, seed):
         try:
-            record, _, _ = converter._make_record(sample, {})
+            record, _, _ = converter.record(sample, {})
         except (SampleError, PackError):
             continue  # packing rejects it, or stops there, with the reason
         sizes.append(
