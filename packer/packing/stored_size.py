@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from .. import formats
 from ..errors import PackError
 from ..flags import name_of
-from ..imaging import codec
 from ..schema import record_bytes
 from ..sources import Sample
 from .convert import Converter, PackConfig
@@ -64,7 +63,7 @@ def estimate(config: PackConfig, samples: Sequence[Sample], seed: int) -> Stored
         except (SampleError, PackError):
             continue  # packing rejects it, or stops there, with the reason
         sizes.append(
-            sum(len(codec.encode(f.coerce(record[f.name]), f.encoding, quality)) for f in encoded)
+            sum(len(formats.encoding.payload(f, record[f.name], quality)) for f in encoded)
         )
     if not sizes:
         return decoded
