@@ -59,6 +59,8 @@ def dry_run(plan: PackPlan, predicted: list[Rejection] | None = None) -> str:
     lines += [f"task:    {s.task}: {s.task_why}"] * bool(s.task_why)
     lines += _output_line(plan)
     bad = {r.path for r in predicted or []}
+    stored = plan.stored  # a compressed pack's bytes are estimated (see the note)
+    estimated = f" (estimated, {stored.what})" if stored.encoded else ""
     for split, shards in plan.shards.items():
         count = sum(len(sh.samples) for sh in shards)
         failing = sum(
@@ -67,7 +69,7 @@ def dry_run(plan: PackPlan, predicted: list[Rejection] | None = None) -> str:
         lost = f" ({failing} would be rejected)" if failing else ""
         lines.append(
             f"split {split}: {count} samples{lost} in {plural(len(shards), 'shard')}, "
-            f"~{human_bytes((count - failing) * plan.record_bytes)}"
+            f"~{human_bytes((count - failing) * stored.record)}{estimated}"
         )
     names = plan.table.names if plan.table else None
     masks = any(kind_of(f).geometry == "labels" for f in plan.config.fields)

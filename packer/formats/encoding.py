@@ -60,6 +60,13 @@ def check_fields(fields: Sequence[Field]) -> None:
         codec.check(f.encoding, f.name, f.dtype, f.shape)
 
 
+def payload(field: Field, value, quality: int) -> bytes:
+    """An encoded field's value as stored: coerced to the field's shape and type, then encoded
+    (JPEG at `quality`, or PNG). The npy and TFRecord writers and the plan's estimate of the
+    stored bytes all encode here, so that shards are cut by the bytes the writers store."""
+    return codec.encode(field.coerce(value), field.encoding, quality)
+
+
 def quality(options: dict) -> int:
     """The JPEG quality the writers use (the default where not recorded)."""
     return int(options.get("quality", DEFAULT_QUALITY))

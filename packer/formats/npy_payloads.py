@@ -28,8 +28,7 @@ class ChunkPayloads:
 
     def write(self, record: dict[str, np.ndarray]) -> None:
         for field, payloads in zip(self.fields, self.payloads, strict=True):
-            value = field.coerce(record[field.name])
-            payloads.append(codec.encode(value, field.encoding, self.quality))
+            payloads.append(encoding.payload(field, record[field.name], self.quality))
 
     def close(self) -> None:
         for part, payloads in zip(self.parts, self.payloads, strict=True):

@@ -123,7 +123,7 @@ class ChunkWriter:
         for field, kind in self.codecs:
             value = record[field.name]
             if field.encoding != "raw":  # the kind stores the payload
-                value = codec.encode(field.coerce(value), field.encoding, self.quality)
+                value = encoding.payload(field, value, self.quality)
             features.update(tfrecord_objects.encode(field, value, self.size, self.names, kind))
         self._out.writelines(frame(encode_example(features)))
 

@@ -109,7 +109,7 @@ class Converter:
         try:
             for sample in task.samples:
                 try:
-                    record, backend, unknown = self._make_record(sample, result.sources, read)
+                    record, backend, unknown = self.record(sample, result.sources, read)
                 except SampleError as exc:
                     result.rejected.append({"path": exc.path, "reason": exc.reason})
                     continue
@@ -194,11 +194,14 @@ class Converter:
         results = [self.pack_chunk(chunk) for chunk in task.chunks]
         return self.finalize_shard(task, results), results
 
-    def _make_record(
+    def record(
         self, sample: Sample, states: dict, read=storage.read_with_stat
     ) -> tuple[dict[str, np.ndarray], str, dict]:
-        """One sample's arrays: the transformed image and its label or its mapped, aligned mask.
-        The states of the source files read go into `states`."""
+        """One sample's arrays as the writers get them (before any field's encoding): the
+        transformed image and its label or its mapped, aligned mask; with the decode backend and
+        the mask values not in the class table. The states of the source files read go into
+        `states`; a sample packing rejects raises SampleError. Packing and the plan's estimate
+        of the stored bytes (`stored_size`) both make records here."""
         config = self.config
         if sample.values is not None:
             record, backend, dropped = values_record(

@@ -82,7 +82,9 @@ class PlanOptions(Options):
 
     shard_size: int = option(
         DEFAULT_SHARD_BYTES,
-        "Bytes per shard (e.g. 256MB, 1GiB, 1000000).",
+        "Bytes per shard on disk (e.g. 256MB, 1GiB, 1000000). With --encoding jpeg|png a "
+        "sample's bytes are estimated from 24 samples encoded at plan time, so shards land near "
+        "the size, not exactly.",
         kind="bytes",
         cli_default="256MB",
     )

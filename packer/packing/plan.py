@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -19,23 +18,25 @@ from pathlib import Path
 from .. import formats, storage
 from ..errors import ImageError, PackError
 from ..fields.presets import fields_for
-from ..flags import flag, on_command_line
+from ..flags import flag
 from ..imaging import Geometry
 from ..imaging.kinds import Conversion
 from ..labels import ClassTable, mask_dtype
 from ..manifest import OBJECT_TASKS
-from ..options import OptionError, with_signature
+from ..options import with_signature
 from ..schema import record_bytes
 from ..sources import AnnotationOptions, Sample, SourceScan, mask_line, scan
 from ..sources.model import sample_files
 from .classes import class_mapping, class_table, relabelled
 from .convert import PackConfig
+from .format_options import check_fields, format_options
 from .kinds import image_kinds, mask_bits
-from .options import PLAN_OPTIONS, PlanOptions, check_keywords
+from .options import PLAN_OPTIONS, PlanOptions
 from .order import shuffled
 from .placement import check_out
 from .preflight import default_size
 from .shapes import listed_fields
+from .stored_size import StoredSize, estimate
 from .tasks import ChunkTask, ShardTask
 
 CHUNK_BYTES = 8 << 20  # one worker task writes about this much; small enough to balance 2 cores
@@ -44,9 +45,6 @@ MAX_CHUNK_SAMPLES = 256
 # or statistics, so that a pack is never resumed across that change (2: channel statistics
 # sample ~32 centred rows per image).
 CONVERTER_REVISION = 2
-# Format options that only make sense with another option's value: name -> (option, values);
-# an error on the command line, a warning from Python.
-ONLY_WITH = {"quality": ("encoding", ("jpeg",))}
 
 
 @dataclass(frozen=True)
@@ -74,6 +72,7 @@ class PackPlan:
     shards: dict[str, list[ShardPlan]]
     options: dict
     fingerprint: str
+    stored: StoredSize  # one record's bytes on disk: estimated when fields are encoded
     notes: list[str] = field(default_factory=list)
     size_rule: str | None = None  # how the size was chosen when none was given
 
@@ -182,7 +181,7 @@ def make_plan(
     module's OPTIONS); any other keyword is refused, with the nearest known name.
     """
     declared = {o.name for o in PLAN_OPTIONS}
-    fmt_options = _format_options(format, {k: v for k, v in options.items() if k not in declared})
+    fmt_options = format_options(format, {k: v for k, v in options.items() if k not in declared})
     o = PlanOptions.resolve(options)
     if o.shard_size <= 0:
         raise PackError(f"{flag('shard_size', o.shard_size)}: must be a positive number of bytes")
@@ -251,7 +250,7 @@ def make_plan(
         dtype = mask_dtype(table and len(table), ignore_index)
         fields = fields_for(found.task, geometry.size, dtype, stored, found.keypoints)
     fields, fmt_options = formats.encoding.encoded(fields, fmt_options)  # image fields
-    _check_fields(format, fields, fmt_options)
+    check_fields(format, fields, fmt_options)
     recorded = {
         **geometry_options(format, geometry, o, conversion),
         # what the sources' headers decided, when it is not what packer stored before it kept
@@ -295,9 +294,13 @@ def make_plan(
         image_kinds=kinds,
         min_box_size=o.min_box_size,
     )
-    shards = plan_shards(found.samples, o.seed, record_bytes(fields), o.shard_size, found.root)
+    on_disk = estimate(config, found.samples, o.seed)  # shards of what lands on disk
+    shards = plan_shards(found.samples, o.seed, on_disk.record, o.shard_size, found.root)
+    notes += on_disk.notes(o.shard_size)
     fingerprint = _fingerprint(recorded, found)
-    return PackPlan(found, out_path, table, config, shards, recorded, fingerprint, notes, size_rule)
+    return PackPlan(
+        found, out_path, table, config, shards, recorded, fingerprint, on_disk, notes, size_rule
+    )
 
 
 with_signature(make_plan, PLAN_OPTIONS)
@@ -336,48 +339,6 @@ def _given_size(size) -> tuple[int, int] | None:
     if min(pair) <= 0:
         raise PackError(f"{flag('size', size)}: width and height must be positive")
     return pair[0], pair[1]
-
-
-def _format_options(name: str, given: dict) -> dict:
-    """The format's options with defaults filled in; unknown or impossible ones are errors."""
-    check_keywords(given)
-    try:
-        fmt = formats.get(name)
-    except ValueError as exc:
-        raise PackError(str(exc)) from None
-    unknown = sorted(set(given) - formats.accepted(fmt))
-    if unknown:
-        names = ", ".join(flag(n) for n in unknown)
-        raise PackError(f"option(s) {names} do not apply to {flag('format', name)}")
-    options = {**fmt.OPTIONS, **given}
-    declared = {**formats.defaults(fmt.FORMAT_OPTIONS), **given}  # with those recorded if given
-    for option, (needs, values) in ONLY_WITH.items():
-        if option in given and declared.get(needs) not in values:
-            text = (
-                f"{flag(option)} applies only with {flag(needs, values[0])}, not "
-                f"{flag(needs, declared.get(needs))}"
-            )
-            if on_command_line():
-                raise PackError(text)
-            warnings.warn(f"{text}: it is ignored", stacklevel=3)
-    try:
-        fmt.check_options(options)
-    except OptionError:
-        raise  # it names the option and the value
-    except ValueError as exc:
-        raise PackError(f"{flag('format', name)}: {exc}") from None
-    return options
-
-
-def _check_fields(name: str, fields, options: dict) -> None:
-    """A format that cannot store these fields with these options says so (`check_fields`)."""
-    check = getattr(formats.get(name), "check_fields", None)
-    if check is None:
-        return
-    try:
-        check(fields, options)
-    except ValueError as exc:
-        raise PackError(f"{flag('format', name)}: {exc}") from None
 
 
 def _sample_line(s: Sample) -> bytes:

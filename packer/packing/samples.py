@@ -20,23 +20,23 @@ from ..fields import FieldKind
 from ..fields.presets import task_of
 from ..imaging import Geometry
 from ..labels import ClassTable
-from ..schema import Field, record_bytes
+from ..schema import Field
 from ..sources import SourceScan
 from ..sources.python_samples import as_samples, class_names, infer, listed
 from ..sources.splits import assign_split
 from .convert import PackConfig
+from .format_options import check_fields, format_options
 from .options import PlanOptions
 from .plan import (
     PackPlan,
-    _check_fields,
     _conversion,
     _fingerprint,
-    _format_options,
     _given_size,
     geometry_options,
     plan_shards,
 )
 from .shapes import picture, value_field
+from .stored_size import estimate
 
 LAYOUT = "python samples"
 
@@ -55,7 +55,7 @@ def plan_samples(
     if fields is not None and not isinstance(fields, Mapping):
         raise PackError(f"fields=: a dict of key -> kind name, not {type(fields).__name__}")
     declared = set(PlanOptions.__dataclass_fields__)
-    fmt_options = _format_options(format, {k: v for k, v in options.items() if k not in declared})
+    fmt_options = format_options(format, {k: v for k, v in options.items() if k not in declared})
     o = PlanOptions.resolve({k: v for k, v in options.items() if k in declared})
     try:
         given, notes = listed(samples)
@@ -107,7 +107,7 @@ def plan_samples(
         for key, (kind, _) in kinds.items()
     ]
     shaped, fmt_options = formats.encoding.encoded(shaped, fmt_options)  # the image fields
-    _check_fields(format, shaped, fmt_options)
+    check_fields(format, shaped, fmt_options)
     ignore_index = o.ignore_index
     if ignore_index is None:
         wide = any(f.kind == "mask" and np.dtype(f.dtype).itemsize > 1 for f in shaped)
@@ -155,10 +155,14 @@ def plan_samples(
         conversion=conversion,
         min_box_size=o.min_box_size,
     )
-    shards = plan_shards(found, o.seed, record_bytes(config.fields), o.shard_size)
+    on_disk = estimate(config, found, o.seed)  # shards of what lands on disk
+    shards = plan_shards(found, o.seed, on_disk.record, o.shard_size)
+    notes = [*notes, *on_disk.notes(o.shard_size)]  # the scan's own stay the source's
     out_path = storage.as_path(out).expanduser()
     fingerprint = _fingerprint(recorded, scan)
-    return PackPlan(scan, out_path, table, config, shards, recorded, fingerprint, notes, size_rule)
+    return PackPlan(
+        scan, out_path, table, config, shards, recorded, fingerprint, on_disk, notes, size_rule
+    )
 
 
 def describe(plan: PackPlan) -> str:

@@ -1,0 +1,87 @@
+"""The bytes a record takes on disk, estimated before packing, so that `--shard-size` is what a
+compressed pack's shards hold: a few of the pack's samples (seeded, spread over the set) go
+through the converter and the fields' encoder, as packing sends them; fields stored raw count
+their decoded bytes. Without an encoded field a record's stored bytes are its decoded bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .. import formats
+from ..errors import PackError
+from ..flags import name_of
+from ..schema import record_bytes
+from ..sources import Sample
+from .convert import Converter, PackConfig
+from .values import SampleError
+
+# Samples encoded for the estimate: the mean of this many payloads is within a few percent of
+# the set's on photos, for the cost of decoding them once more at plan time.
+SAMPLED = 24
+
+
+@dataclass(frozen=True)
+class StoredSize:
+    """One record's bytes as stored: estimated (`encoded` samples encoded) or, for a pack
+    without encoded fields, exactly its decoded bytes (`encoded` 0)."""
+
+    record: int
+    encoded: int = 0
+    what: str = ""  # the encodings, as `jpeg q90, png`
+
+    def notes(self, shard_bytes: int) -> list[str]:
+        """The estimate as a plan's note (none when nothing is encoded)."""
+        if not self.encoded:
+            return []
+        per_shard = max(1, shard_bytes // self.record)
+        return [
+            f"shard size ({name_of('shard_size')}) {shard_bytes:,} bytes: about "
+            f"{self.record:,} bytes a sample as stored (estimated from {self.encoded} samples "
+            f"encoded as {self.what}), {per_shard:,} sample{'s' * (per_shard != 1)} a shard"
+        ]
+
+
+def estimate(config: PackConfig, samples: Sequence[Sample], seed: int) -> StoredSize:
+    """One record's stored bytes for a pack of `config` over `samples`: the raw fields' bytes
+    plus the mean payload of the encoded fields over `drawn(samples, seed)`, rounded to two
+    significant digits (a source edited slightly leaves the plan as it was). Samples that do
+    not pack are left out of the mean; none packing gives the decoded bytes, as for raw."""
+    encoded = [f for f in config.fields if f.encoding != "raw"]
+    decoded = StoredSize(record_bytes(config.fields))
+    if not encoded:
+        return decoded
+    quality = formats.encoding.quality(config.format_options)
+    converter = Converter(config)
+    sizes = []
+    for sample in drawn(samples, seed):
+        try:
+            record, _, _ = converter.record(sample, {})
+        except (SampleError, PackError):
+            continue  # packing rejects it, or stops there, with the reason
+        sizes.append(
+            sum(len(formats.encoding.payload(f, record[f.name], quality)) for f in encoded)
+        )
+    if not sizes:
+        return decoded
+    raw = record_bytes(tuple(f for f in config.fields if f.encoding == "raw"))
+    mean = raw + sum(sizes) / len(sizes)
+    what = sorted({f"jpeg q{quality}" if f.encoding == "jpeg" else f.encoding for f in encoded})
+    return StoredSize(round(float(f"{mean:.2g}")), len(sizes), ", ".join(what))
+
+
+def drawn(samples: Sequence[Sample], seed: int, count: int = SAMPLED) -> list[Sample]:
+    """`count` of `samples` (all when fewer): one drawn by `seed` from each of `count` equal
+    stretches of the list, so that every part of the set has its say and no pattern of a
+    sorted list (the first file of each folder) decides the estimate."""
+    total = len(samples)
+    if total <= count:
+        return list(samples)
+    digest = hashlib.sha256(f"{seed}/stored size".encode()).digest()
+    rng = random.Random(int.from_bytes(digest[:8], "little"))
+    return [
+        samples[rng.randrange(i * total // count, (i + 1) * total // count)] for i in range(count)
+    ]
