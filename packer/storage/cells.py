@@ -192,18 +192,26 @@ class _RemoteParquet(_Parquet):
         self.key, self.url, self.state = (url, *state), url, state
         self.metadata = ranges.footer(url, *state)
         self._index(self.metadata)
+        self.parts: dict[tuple[int, str], tuple[list[int], tuple[int, int]]] = {}
 
     def value(self, row: int, column: str) -> bytes:
         group = self._group(row)
-        _check_column(self.names, column)
-        leaves = ranges.leaves(self.metadata, column)
-        start, end = ranges.span(self.metadata, group, leaves)
+        leaves, span = self._part(group, column)
         # fetched outside the lock of the kept row groups: the other threads' go on meanwhile
-        ranges.cached(self.url, self.state, start, end)
+        ranges.cached(self.url, self.state, *span)
         array = _KEPT.get(
-            (*self.key, group, column), lambda: self._decode((start, end), group, leaves, column)
+            (*self.key, group, column), lambda: self._decode(span, group, leaves, column)
         )
         return _bytes_of(array[row - self.starts[group]], column, row)
+
+    def _part(self, group: int, column: str) -> tuple[list[int], tuple[int, int]]:
+        """The leaf columns of `column` and the bytes that hold them in a row group."""
+        found = self.parts.get((group, column))
+        if found is None:
+            _check_column(self.names, column)
+            leaves = ranges.leaves(self.metadata, column)
+            found = self.parts[group, column] = leaves, ranges.span(self.metadata, group, leaves)
+        return found
 
     def _decode(self, span: tuple[int, int], group: int, leaves: list[int], column: str):
         import pyarrow as pa

@@ -47,9 +47,9 @@ def put(s3, folder: Path, url: str) -> str:
     return url
 
 
-def gets(s3, name: str) -> int:
-    """GET requests for objects named `name` since the recorder was last cleared."""
-    return sum(m == "GET" and p.endswith(f"/{name}") for m, p in s3.slow.requests)
+def asked(s3, method: str, name: str) -> int:
+    """Requests (GET, HEAD) for objects named `name` since the recorder was last cleared."""
+    return sum(m == method and p.endswith(f"/{name}") for m, p in s3.slow.requests)
 
 
 @pytest.mark.parametrize("kind", list(DATASETS))
@@ -137,4 +137,7 @@ def test_each_row_group_is_fetched_once_whatever_the_workers(s3, bucket, tmp_pat
     # a footer per process (the pack's and each worker's; two requests when it is longer than
     # the first read), the label column's chunks in the scan, each row group's image column
     # once: not once per worker, never the whole file
-    assert gets(s3, "train-00000-of-00001.parquet") <= 3 * 2 + 2 * groups
+    name = "train-00000-of-00001.parquet"
+    assert asked(s3, "GET", name) <= 3 * 2 + 2 * groups
+    # its state: a few times per process (not once per row), and once after each part fetched
+    assert asked(s3, "HEAD", name) <= 3 * 3 + groups
