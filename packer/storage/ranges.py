@@ -2,8 +2,8 @@
 Parquet file's footer, the column chunks a scan reads (all of them at once), the row group of a
 cell. pyarrow reads them through `Spans`, a file object that holds only the parts fetched.
 
-The parts a pack's workers share (a row group's image column, a `save_to_disk` Arrow file
-whole, which has no footer to find a part by) are kept on local disk under `<cache>/sources/`,
+The parts a pack's workers share (a footer, a row group's image column, a `save_to_disk` Arrow
+file whole, which has no footer to find a part by) are kept on local disk under `<cache>/sources/`,
 so that a machine fetches each once, whichever process asks first, while the others wait for
 it: the workers of a pack all read rows of the same few row groups at a time. A part is filed
 under its file's URL and state (size, modification time), so a changed file is fetched anew;
@@ -93,13 +93,15 @@ def fetch(url: str, spans: list[tuple[int, int]]) -> list[bytes]:
 @lru_cache(maxsize=256)
 def footer(url: str, size: int, mtime_ns: int):
     """A remote Parquet file's metadata (`pyarrow.parquet.FileMetaData`), from its last bytes
-    alone, read once per process and state."""
+    alone: read once per process and state, fetched once per machine (each of a pack's workers
+    opens every file)."""
     import pyarrow.parquet as pq
 
-    tail = fetch(url, [(max(0, size - TAIL), size)])[0]
+    state, start = (size, mtime_ns), max(0, size - TAIL)
+    tail = cached(url, state, start, size).read_bytes()
     length = int.from_bytes(tail[-8:-4], "little") + 8 if len(tail) >= 8 else 0
     if len(tail) < length <= size:  # a footer longer than the first read
-        tail = fetch(url, [(size - length, size - len(tail))])[0] + tail
+        tail = cached(url, state, size - length, start).read_bytes() + tail
     return pq.read_metadata(Spans(size, {size - len(tail): tail}))  # not Parquet: ValueError
 
 

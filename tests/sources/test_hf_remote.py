@@ -134,10 +134,9 @@ def test_each_row_group_is_fetched_once_whatever_the_workers(s3, bucket, tmp_pat
     assert ds["train"].count == rows
     assert len(ds.manifest["splits"]["train"]["shards"]) >= 8  # chunks for both workers
     groups = rows // group
-    # a footer per process (the pack's and each worker's; two requests when it is longer than
-    # the first read), the label column's chunks in the scan, each row group's image column
-    # once: not once per worker, never the whole file
+    # the footer (two requests when it is longer than the first read), the label column's
+    # chunks in the scan, each row group's image column: each once, not once per worker
     name = "train-00000-of-00001.parquet"
-    assert asked(s3, "GET", name) <= 3 * 2 + 2 * groups
+    assert asked(s3, "GET", name) <= 2 + 2 * groups
     # its state: a few times per process (not once per row), and once after each part fetched
     assert asked(s3, "HEAD", name) <= 3 * 3 + groups
