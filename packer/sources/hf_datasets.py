@@ -7,7 +7,9 @@ Arrow files listed by `state.json` (with `dataset_info.json`), a `dataset_dict.j
 one such folder per split. Each row is a sample whose image (and label image) is a cell path
 (`storage.cells`) the converter's workers read themselves; class labels and objects are read here,
 column by column, never the images. Which column does what is `hf_columns`' choice, which a dry
-run shows.
+run shows. SRC may be a URL storage reaches (`s3://`, `hf://datasets/<owner>/<name>`, ...): the
+files are listed and the state files read through storage, a Parquet file by parts (its footer,
+the columns read here: `storage.ranges`), an Arrow file whole into the local cache.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 from .. import storage
 from ..errors import SourceError
 from ..flags import flag
+from ..storage import ranges
 from ..storage.cells import cell_key
 from .hf_columns import Columns, choose, features_of
 from .hf_objects import row_objects
@@ -67,8 +70,6 @@ def detect(tree: Tree, annotations: AnnotationOptions) -> str | None:
 
 def scan(root: Path, tree: Tree, annotations: AnnotationOptions) -> Found:
     """Every row of every file as a sample, with the columns chosen for the task."""
-    if storage.is_url(root):
-        raise SourceError(f"{root}: Hugging Face datasets are read from a local folder for now")
     files = _files(root, tree)
     if not files:
         raise SourceError(f"{flag('layout', NAME)}: {root} holds no {LOOKED_FOR}")
@@ -94,8 +95,6 @@ def scan(root: Path, tree: Tree, annotations: AnnotationOptions) -> Found:
 
 def scan_file(path: Path, annotations: AnnotationOptions) -> tuple[Path, Found]:
     """One Parquet file as SRC: its folder is the root, its split from its name (else none)."""
-    if storage.is_url(path):
-        raise SourceError(f"{path}: Hugging Face datasets are read from a local folder for now")
     path = path.resolve()
     return path.parent, scan(path.parent, {"": Folder(files=[path.name])}, annotations)
 
@@ -159,11 +158,12 @@ def _saved(root: Path, folder: str, split: str) -> list[DataFile]:
 
 def _json(root: Path, rel: str, missing_ok: bool = False) -> dict:
     """A small JSON file of a save_to_disk folder; SourceError naming it when unreadable."""
-    path = root / rel
-    if missing_ok and not path.is_file():
-        return {}
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(storage.read_text(root / rel))
+    except FileNotFoundError:
+        if missing_ok:
+            return {}
+        raise SourceError(f"cannot read {rel}: no such file") from None
     except (OSError, ValueError) as exc:
         raise SourceError(f"cannot read {rel}: {exc}") from None
     if not isinstance(data, dict):
@@ -174,19 +174,28 @@ def _json(root: Path, rel: str, missing_ok: bool = False) -> dict:
 class _Table:
     """A dataset file opened for its schema and the label columns (never the image bytes).
     A Parquet file's footer is read once; its columns through `ParquetFile`, which needs none
-    of `pyarrow.dataset` (half a second to import)."""
+    of `pyarrow.dataset` (half a second to import). A file at a URL: its footer and the chunks
+    of each column asked for, fetched by ranged requests (`storage.ranges`); an Arrow file
+    whole, into the local cache where the pack's workers find it."""
 
     def __init__(self, path: Path, rel: str) -> None:
         import pyarrow as pa
+        import pyarrow.parquet as pq
 
-        self.rel, self.arrow, self.parquet = rel, None, None
+        self.rel, self.arrow, self.parquet, self.remote = rel, None, None, None
         try:
+            state = storage.stat(path) if storage.is_url(path) else None
+            if storage.is_url(path) and state is None:
+                raise FileNotFoundError(2, "No such file or directory", str(path))
             if rel.endswith(".arrow"):
-                self.arrow = pa.ipc.open_stream(pa.memory_map(str(path))).read_all()
+                local = ranges.cached(str(path), state, 0, state[0]) if state else path
+                self.arrow = pa.ipc.open_stream(pa.memory_map(str(local))).read_all()
                 self.schema, self.rows = self.arrow.schema, self.arrow.num_rows
+            elif state:
+                self.remote = (str(path), state)
+                metadata = ranges.footer(str(path), *state)
+                self.schema, self.rows = metadata.schema.to_arrow_schema(), metadata.num_rows
             else:
-                import pyarrow.parquet as pq
-
                 self.parquet = pq.ParquetFile(path)
                 self.schema, self.rows = self.parquet.schema_arrow, self.parquet.metadata.num_rows
         except (OSError, ValueError) as exc:
@@ -194,9 +203,16 @@ class _Table:
 
     def column(self, name: str) -> list:
         """One column's values, read alone."""
-        if self.parquet is None:
+        if self.arrow is not None:
             return self.arrow.column(name).to_pylist()
-        return self.parquet.read(columns=[name], use_threads=False).column(name).to_pylist()
+        try:
+            if self.remote is not None:
+                table = ranges.read_columns(*self.remote, [name])
+            else:
+                table = self.parquet.read(columns=[name], use_threads=False)
+        except (OSError, ValueError) as exc:
+            raise SourceError(f"cannot read column {name!r} of {self.rel}: {exc}") from None
+        return table.column(name).to_pylist()
 
 
 def _open(root: Path, data_file: DataFile) -> _Table:

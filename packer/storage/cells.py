@@ -9,7 +9,11 @@ a time; `row_group_of` tells the pack's plan which rows share one, from the foot
 orders them together. The state of a cell is its file's (size, modification time): the cell
 changes only when its file does. Storage's `read_bytes`, `read_with_stat`, `read_head_tail`,
 `stat`, `stat_many` and `sha256_file` hand a cell's path here, so header probes, freshness
-checks and `verify --sources` treat a cell as a file. Local files only, read with pyarrow.
+checks and `verify --sources` treat a cell as a file. Files are read with pyarrow; a file at
+a URL by parts (`ranges`): its footer, then each row group's column when a cell of it is read,
+fetched once per machine into the local cache whichever worker asks first. A remote file's
+state is asked at most once per `STATE_EVERY` seconds per process (a request per row would
+cost more than the row); `stat` always asks.
 """
 
 from __future__ import annotations
@@ -19,16 +23,21 @@ import hashlib
 import os
 import re
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 
-from . import local
+from . import local, ranges, remote
+from .url import is_url
 
 _MARK = "#row="  # in every cell's path: paths without it are files, without a regex match
 _CELL = re.compile(r"^(?P<file>.+\.(?:parquet|arrow))#row=(?P<row>\d+)&column=(?P<column>[^&#]+)$")
 KEPT_BYTES = 512 << 20  # decoded row groups each process keeps, all files together
+STATE_EVERY = 10.0  # seconds a remote file's (size, time) is taken as known by a process
+_states: dict[str, tuple[float, tuple[int, int] | None]] = {}
+_asking = threading.Lock()
 
 
 def cell_key(file: str, row: int, column: str) -> str:
@@ -59,9 +68,7 @@ def read_with_stat(path: str | os.PathLike) -> tuple[bytes, int, int]:
     """A cell's bytes with its file's size and modification time (taken before the read, as
     for a file)."""
     file, row, column = _parsed(path)
-    found = local.stat(Path(file))
-    if found is None:
-        raise FileNotFoundError(2, "No such file or directory", file)
+    found = _state(file)
     return _opened(file, *found).value(row, column), *found
 
 
@@ -78,7 +85,7 @@ def read_head_tail(path: str | os.PathLike, head: int, tail: int) -> tuple[bytes
 
 def stat(path: str | os.PathLike) -> tuple[int, int] | None:
     """(size, modification time in ns) of a cell's file: the cell changes only when it does."""
-    return local.stat(Path(_parsed(path)[0]))
+    return _file_stat(_parsed(path)[0])
 
 
 def sha256(path: str | os.PathLike) -> tuple[int, str]:
@@ -96,14 +103,36 @@ def row_group_of(paths: Iterable[str | os.PathLike]) -> list[tuple[str, int, int
         file, row, _ = _parsed(path)
         opened = files.get(file)
         if opened is None:  # each file's state taken once: a dataset has a million rows
-            state = local.stat(Path(file))
-            if state is None:
-                raise FileNotFoundError(2, "No such file or directory", file)
-            opened = files[file] = _opened(file, *state)
+            opened = files[file] = _opened(file, *_state(file))
         if not 0 <= row < opened.rows:
             raise OSError(f"row {row} is past the file's {opened.rows} rows")
         group = bisect.bisect_right(opened.starts, row) - 1
         found.append((file, group, opened.sizes[group]))
+    return found
+
+
+def _file_stat(file: str) -> tuple[int, int] | None:
+    """(size, modification time) of a dataset file, asked now; a remote file's is noted."""
+    if not is_url(file):
+        return local.stat(Path(file))
+    found = remote.stat(file)
+    _states[file] = (time.monotonic(), found)
+    return found
+
+
+def _state(file: str) -> tuple[int, int]:
+    """(size, modification time) of a cell's file, FileNotFoundError when it is missing; a
+    remote file's as asked in the last STATE_EVERY seconds, by one thread while the others
+    wait (a local one's is never noted: always asked)."""
+    if not is_url(file):
+        found = local.stat(Path(file))
+    else:
+        with _asking:
+            asked, found = _states.get(file, (-STATE_EVERY, None))
+            if time.monotonic() - asked >= STATE_EVERY:
+                found = _file_stat(file)
+    if found is None:
+        raise FileNotFoundError(2, "No such file or directory", file)
     return found
 
 
@@ -127,26 +156,72 @@ class _Parquet:
         # of PNGs); malloc reuses the pages of row groups let go.
         self.file = pq.ParquetReader(memory_pool=pa.system_memory_pool())
         self.file.open(path)
-        metadata = self.file.metadata
+        self._index(self.file.metadata)
+
+    def _index(self, metadata) -> None:
+        """Each row group's first row and decoded bytes, from the footer."""
         groups = [metadata.row_group(i) for i in range(metadata.num_row_groups)]
         self.starts, self.rows = _starts([g.num_rows for g in groups])
         self.sizes = [g.total_byte_size for g in groups]  # decoded, every column
+        self.names = metadata.schema.to_arrow_schema().names
 
-    def value(self, row: int, column: str) -> bytes:
+    def _group(self, row: int) -> int:
         if not 0 <= row < self.rows:
             raise OSError(f"row {row} is past the file's {self.rows} rows")
-        group = bisect.bisect_right(self.starts, row) - 1
+        return bisect.bisect_right(self.starts, row) - 1
+
+    def value(self, row: int, column: str) -> bytes:
+        group = self._group(row)
         array = _KEPT.get((*self.key, group, column), lambda: self._read(group, column))
         return _bytes_of(array[row - self.starts[group]], column, row)
 
     def _read(self, group: int, column: str):
-        _check_column(self.file.schema_arrow.names, column)
-        schema = self.file.metadata.schema  # the leaf columns of `column` (a struct has two)
-        paths = (schema.column(i).path for i in range(len(schema)))
-        leaves = [i for i, p in enumerate(paths) if p == column or p.startswith(f"{column}.")]
+        _check_column(self.names, column)
         # one thread: a pack runs a worker per core already, and Arrow's pool is restarted in
         # each forked worker on its first read (measured 3-8x slower per row group)
+        leaves = ranges.leaves(self.file.metadata, column)  # a struct has two
         return self.file.read_row_group(group, leaves, use_threads=False).column(column)
+
+
+class _RemoteParquet(_Parquet):
+    """A Parquet file at a URL: its footer read once per process, a row group's column fetched
+    once per machine (`ranges.cached`) when a cell of it is first read, then kept as a local
+    file's is."""
+
+    def __init__(self, url: str, state: tuple[int, int]) -> None:
+        self.key, self.url, self.state = (url, *state), url, state
+        self.metadata = ranges.footer(url, *state)
+        self._index(self.metadata)
+        self.parts: dict[tuple[int, str], tuple[list[int], tuple[int, int]]] = {}
+
+    def value(self, row: int, column: str) -> bytes:
+        group = self._group(row)
+        leaves, span = self._part(group, column)
+        # fetched outside the lock of the kept row groups: the other threads' go on meanwhile
+        ranges.cached(self.url, self.state, *span)
+        array = _KEPT.get(
+            (*self.key, group, column), lambda: self._decode(span, group, leaves, column)
+        )
+        return _bytes_of(array[row - self.starts[group]], column, row)
+
+    def _part(self, group: int, column: str) -> tuple[list[int], tuple[int, int]]:
+        """The leaf columns of `column` and the bytes that hold them in a row group."""
+        found = self.parts.get((group, column))
+        if found is None:
+            _check_column(self.names, column)
+            leaves = ranges.leaves(self.metadata, column)
+            found = self.parts[group, column] = leaves, ranges.span(self.metadata, group, leaves)
+        return found
+
+    def _decode(self, span: tuple[int, int], group: int, leaves: list[int], column: str):
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        part = ranges.cached(self.url, self.state, *span).read_bytes()  # fresh from eviction
+        reader = pq.ParquetReader(memory_pool=pa.system_memory_pool())
+        source = ranges.Spans(self.state[0], {span[0]: part})
+        reader.open(source, metadata=self.metadata, pre_buffer=False)  # no IO threads
+        return reader.read_row_group(group, leaves, use_threads=False).column(column)
 
 
 class _Kept:
@@ -222,10 +297,24 @@ def _bytes_of(scalar, column: str, row: int) -> bytes:
     return value
 
 
-@lru_cache(maxsize=128)
+_opening = threading.Lock()
+
+
 def _opened(path: str, size: int, mtime_ns: int) -> _Parquet | _Arrow:
-    """The file opened once per process (again when its size or time changes)."""
+    """The file opened once per process (again when its size or time changes), by one thread
+    while the others wait: the threads that fetch a worker's next cells ahead ask together."""
+    with _opening:
+        return _open(path, size, mtime_ns)
+
+
+@lru_cache(maxsize=128)
+def _open(path: str, size: int, mtime_ns: int) -> _Parquet | _Arrow:
+    """A dataset file opened; a remote Arrow file is fetched whole into the local cache first
+    (an IPC stream has no index of its record batches to fetch one by)."""
+    state = (size, mtime_ns)
     try:
-        return _Arrow(path) if path.endswith(".arrow") else _Parquet(path, (size, mtime_ns))
+        if not path.endswith(".arrow"):
+            return (_RemoteParquet if is_url(path) else _Parquet)(path, state)
+        return _Arrow(str(ranges.cached(path, state, 0, size)) if is_url(path) else path)
     except ValueError as exc:  # pyarrow's ArrowInvalid: not a Parquet or Arrow file
         raise OSError(f"cannot open {os.path.basename(path)}: {exc}") from None

@@ -19,7 +19,7 @@ from packer.packing.order import WINDOW_BLOCKS
 from packer.packing.plan import make_plan
 from packer.storage import cells
 from tests.fixtures.golden import digest
-from tests.sources.test_hf_datasets import CLASS_LABEL, IMAGE, features_metadata
+from tests.fixtures.hf_datasets import CLASS_LABEL, IMAGE, features_metadata
 
 CLASSES = [f"c{i}" for i in range(10)]
 PER_CLASS, GROUP = 40, 10  # rows sorted by class, as a dataset made from class folders is

@@ -1,0 +1,91 @@
+"""Parts of a remote file (memory:// here, in this process): a Parquet footer and columns read
+from the bytes that hold them alone, a part fetched into the local cache once and refused when
+its file changed meanwhile, the least recently used parts evicted past the bound."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import fsspec
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from packer.storage import ranges, remote
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("PACKER_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def memory_parquet(name: str, rows: int = 12) -> str:
+    """A Parquet file of `rows` rows in row groups of 4 (a {bytes, path} struct and a label)."""
+    table = pa.table(
+        {
+            "image": [{"bytes": bytes([r]) * 3000, "path": f"{r}.png"} for r in range(rows)],
+            "label": list(range(rows)),
+        }
+    )
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, row_group_size=4)
+    url = f"memory://ranges/{name}.parquet"
+    fsspec.filesystem("memory").pipe_file(url, sink.getvalue().to_pybytes())
+    return url
+
+
+def test_spans_serve_only_what_was_fetched():
+    spans = ranges.Spans(100, {10: b"abcdef"})
+    spans.seek(12)
+    assert spans.read(3) == b"cde"
+    assert spans.seek(-2, os.SEEK_END) == 98
+    spans.seek(14)
+    with pytest.raises(OSError, match="bytes 14-18 were not fetched"):
+        spans.read(4)
+
+
+def test_a_footer_and_a_column_come_from_their_bytes_alone(cache):
+    url = memory_parquet("columns")
+    state = remote.stat(url)
+    metadata = ranges.footer(url, *state)
+    assert (metadata.num_rows, metadata.num_row_groups) == (12, 3)
+    assert ranges.read_columns(url, state, ["label"]).column("label").to_pylist() == list(range(12))
+    image = ranges.leaves(metadata, "image")
+    assert len(image) == 2  # bytes and path
+    start, end = ranges.span(metadata, 1, image)
+    assert end - start < state[0] / 2  # one row group's image column, not the file
+    part = ranges.cached(url, state, start, end).read_bytes()
+    reader = pq.ParquetFile(
+        ranges.Spans(state[0], {start: part}), metadata=metadata, pre_buffer=False
+    )
+    column = reader.read_row_group(1, columns=["image"]).column("image")
+    assert [v["path"] for v in column.to_pylist()] == ["4.png", "5.png", "6.png", "7.png"]
+
+
+def test_a_part_is_fetched_once_and_refused_when_its_file_changed(cache):
+    url = memory_parquet("changed")
+    state = remote.stat(url)
+    first = ranges.cached(url, state, 0, 8)
+    assert first.read_bytes() == fsspec.filesystem("memory").cat_file(url, 0, 8)
+    first.write_bytes(b"kept....")  # the same size: taken as there, not fetched again
+    assert ranges.cached(url, state, 0, 8).read_bytes() == b"kept...."
+    time.sleep(0.01)
+    memory_parquet("changed", rows=8)  # another file under the same name
+    with pytest.raises(OSError, match="changed while it was read"):
+        ranges.cached(url, state, 8, 16)
+    assert not list(first.parent.glob(".tmp-*"))
+
+
+def test_the_least_recently_used_parts_go_past_the_bound(cache, monkeypatch):
+    url = memory_parquet("evicted")
+    state = remote.stat(url)
+    monkeypatch.setenv("PACKER_CACHE_BYTES", "2500")
+    old = ranges.cached(url, state, 0, 1000)
+    recent = ranges.cached(url, state, 1000, 2000)
+    long_ago = time.time() - 2 * ranges.GRACE
+    os.utime(old, (long_ago, long_ago))
+    os.utime(recent, (long_ago + 1, long_ago + 1))
+    newest = ranges.cached(url, state, 2000, 3000)
+    assert not old.exists() and recent.exists() and newest.exists()
