@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import warnings
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -16,6 +19,7 @@ from PIL import Image
 import packer
 from packer.cli import pack_command
 from packer.cli.report import dry_run, human_bytes
+from packer.errors import PackError
 from packer.packing import make_plan
 from packer.packing.options import PLAN_OPTIONS
 from packer.packing.stored_size import SAMPLED, drawn
@@ -144,3 +148,23 @@ def test_the_estimate_samples_are_seeded_and_spread_over_the_set():
     for i, p in enumerate(picked):  # one in each stretch
         assert i * 1000 // SAMPLED <= p < (i + 1) * 1000 // SAMPLED
     assert drawn(items[:10], seed=0) == items[:10]  # fewer than SAMPLED: all of them
+
+
+def test_the_space_check_counts_what_a_compressed_pack_stores(photos, tmp_path, monkeypatch):
+    free = 4_000_000  # the disk as `shutil.disk_usage` reports it
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: SimpleNamespace(free=free))
+    decoded = 300 * 36_864  # 11.1 MB: more than twice the free space, refused raw as before
+    assert decoded > 2 * free
+    with pytest.raises(
+        PackError, match=r"needs about 11\.1 MB .* \(uncompressed\), which has 4\.0"
+    ):
+        packer.pack(photos, tmp_path / "raw", size=SIZE, workers=1)
+    # JPEG stores about 1.1 MB, 1.4 MB with the check's margin: it packs, without a warning.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        packer.pack(photos, tmp_path / "jpeg", size=SIZE, workers=1, **JPEG)
+    assert not [w for w in caught if "needs about" in str(w.message)]
+    assert 0.8e6 < sum(map(sum, shard_bytes(tmp_path / "jpeg"))) < 1.4e6
+    free = 1_000_000  # below the estimate (read when the pack asks): a warning saying so
+    with pytest.warns(UserWarning, match=r"\(estimated as stored, jpeg q90, plus 25%\), which"):
+        packer.pack(photos, tmp_path / "tight", size=SIZE, workers=1, **JPEG)
