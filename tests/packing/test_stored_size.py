@@ -24,7 +24,7 @@ from packer.packing import make_plan
 from packer.packing.options import PLAN_OPTIONS
 from packer.packing.stored_size import SAMPLED, drawn
 from packer.schema import record_bytes
-from packer.synthetic import shapes_scene
+from packer.synthetic import make_segmentation, shapes_scene
 
 SIZE = (128, 96)  # JPEG q90 stores these scenes in about a tenth of their 36,864 bytes
 SHARD = 200_000  # about 5 decoded records, about 50 stored ones
@@ -61,6 +61,18 @@ def test_compressed_shards_hold_about_the_asked_bytes(photos, tmp_path, fmt):
     (sizes,) = shard_bytes(tmp_path / fmt)
     assert len(sizes) >= 4
     # Planned from the decoded bytes, each would hold 5 records of about 3.7 KB: 0.1 x SHARD.
+    assert all(0.8 * SHARD <= size <= 1.2 * SHARD for size in sizes[NOT_LAST]), sizes
+    assert sizes[-1] <= 1.2 * SHARD
+
+
+def test_recordio_counts_the_mask_its_encoded_payloads_hold_as_png(tmp_path):
+    src = make_segmentation(tmp_path / "src", {"train": 300}, SIZE)
+    plan = make_plan(src, tmp_path / "rec", "recordio", SIZE, shard_size=SHARD, **JPEG)
+    assert any("samples encoded as jpeg q90, png)" in note for note in plan.notes), plan.notes
+    packer.pack(src, tmp_path / "rec", "recordio", SIZE, shard_size=SHARD, workers=1, **JPEG)
+    (sizes,) = shard_bytes(tmp_path / "rec")
+    assert len(sizes) >= 4
+    # Counting the 12,288-byte mask raw, each would hold 12 records of about 4 KB: 0.25 x SHARD.
     assert all(0.8 * SHARD <= size <= 1.2 * SHARD for size in sizes[NOT_LAST]), sizes
     assert sizes[-1] <= 1.2 * SHARD
 
