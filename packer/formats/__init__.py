@@ -11,7 +11,10 @@ A format module provides:
   the plan gives the encoding to the image fields (`Field.encoding`); `check_fields(fields,
   options)` refuses fields the format cannot store so. npy and tfrecord leave the two out of
   `OPTIONS` (recorded only when given: their older manifests stay as they were); recordio has
-  always recorded them.
+  always recorded them. Optional `stored_fields(fields, options)`: the fields with the
+  encoding each is stored in, for a format that encodes a field its `Field.encoding` leaves
+  raw (RecordIO PNG-encodes the mask of an encoded payload); the plan's estimate of the stored
+  bytes (`--shard-size`) encodes each field so.
 - `ChunkWriter(part_dir, task, fields, options)`: `write(record)` appends one sample (a dict
   field name -> array) for the chunk `task` (a `ChunkPosition`: shard, chunk number, first
   record) to its part file(s); `close()`. Runs in a worker.

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +34,7 @@ from .mxnet_recordio import (
     ID_OFFSET,
     IR_HEADER,
     MAGIC,
+    MASK_ENCODING,
     RAW_HEADER,
     RecordIOReader,
     check_record_size,
@@ -130,6 +131,16 @@ def payload_encoding(image: Field, options: dict) -> str:
     """The payload's encoding: the image field's, or (a manifest written before fields had
     encodings) the pack's `encoding` option."""
     return image.encoding if image.encoding != "raw" else options["encoding"]
+
+
+def stored_fields(fields: Sequence[Field], options: dict) -> tuple[Field, ...]:
+    """The fields with the encoding a record stores each in: an encoded payload holds the
+    image's mask as `MASK_ENCODING` too (`encode_payload`), the plan's estimate of the stored
+    bytes encodes it so."""
+    places = recordio_fields.places(fields)
+    if places.mask is None or payload_encoding(places.image, options) == "raw":
+        return tuple(fields)
+    return tuple(replace(f, encoding=MASK_ENCODING) if f is places.mask else f for f in fields)
 
 
 def raw_record_bytes(fields: Sequence[Field]) -> int:

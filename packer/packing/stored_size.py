@@ -1,7 +1,8 @@
 """The bytes a record takes on disk, estimated before packing, so that `--shard-size` is what a
 compressed pack's shards hold: a few of the pack's samples (seeded, spread over the set) go
-through the converter and the fields' encoder, as packing sends them; fields stored raw count
-their decoded bytes. Without an encoded field a record's stored bytes are its decoded bytes.
+through the converter and the fields' encoder, as packing sends them, each field encoded as
+its format stores it (`stored_fields`); fields stored raw count their decoded bytes. Without an
+encoded field a record's stored bytes are its decoded bytes.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from .. import formats
 from ..errors import PackError
 from ..flags import name_of
-from ..schema import record_bytes
+from ..schema import Field, record_bytes
 from ..sources import Sample
 from .convert import Converter, PackConfig
 from .values import SampleError
@@ -50,7 +51,8 @@ def estimate(config: PackConfig, samples: Sequence[Sample], seed: int) -> Stored
     plus the mean payload of the encoded fields over `drawn(samples, seed)`, rounded to two
     significant digits (a source edited slightly leaves the plan as it was). Samples that do
     not pack are left out of the mean; none packing gives the decoded bytes, as for raw."""
-    encoded = [f for f in config.fields if f.encoding != "raw"]
+    fields = stored_fields(config)
+    encoded = [f for f in fields if f.encoding != "raw"]
     decoded = StoredSize(record_bytes(config.fields))
     if not encoded:
         return decoded
@@ -67,10 +69,18 @@ def estimate(config: PackConfig, samples: Sequence[Sample], seed: int) -> Stored
         )
     if not sizes:
         return decoded
-    raw = record_bytes(tuple(f for f in config.fields if f.encoding == "raw"))
+    raw = record_bytes(tuple(f for f in fields if f.encoding == "raw"))
     mean = raw + sum(sizes) / len(sizes)
     what = sorted({f"jpeg q{quality}" if f.encoding == "jpeg" else f.encoding for f in encoded})
     return StoredSize(round(float(f"{mean:.2g}")), len(sizes), ", ".join(what))
+
+
+def stored_fields(config: PackConfig) -> tuple[Field, ...]:
+    """The pack's fields with the encoding its format stores each in: the format's
+    `stored_fields` says so where it encodes more than the fields ask (RecordIO's mask in an
+    encoded payload); otherwise the fields' own."""
+    told = getattr(formats.get(config.format), "stored_fields", None)
+    return config.fields if told is None else told(config.fields, config.format_options)
 
 
 def drawn(samples: Sequence[Sample], seed: int, count: int = SAMPLED) -> list[Sample]:

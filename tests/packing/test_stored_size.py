@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import warnings
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -16,11 +19,12 @@ from PIL import Image
 import packer
 from packer.cli import pack_command
 from packer.cli.report import dry_run, human_bytes
+from packer.errors import PackError
 from packer.packing import make_plan
 from packer.packing.options import PLAN_OPTIONS
 from packer.packing.stored_size import SAMPLED, drawn
 from packer.schema import record_bytes
-from packer.synthetic import shapes_scene
+from packer.synthetic import make_segmentation, shapes_scene
 
 SIZE = (128, 96)  # JPEG q90 stores these scenes in about a tenth of their 36,864 bytes
 SHARD = 200_000  # about 5 decoded records, about 50 stored ones
@@ -57,6 +61,18 @@ def test_compressed_shards_hold_about_the_asked_bytes(photos, tmp_path, fmt):
     (sizes,) = shard_bytes(tmp_path / fmt)
     assert len(sizes) >= 4
     # Planned from the decoded bytes, each would hold 5 records of about 3.7 KB: 0.1 x SHARD.
+    assert all(0.8 * SHARD <= size <= 1.2 * SHARD for size in sizes[NOT_LAST]), sizes
+    assert sizes[-1] <= 1.2 * SHARD
+
+
+def test_recordio_counts_the_mask_its_encoded_payloads_hold_as_png(tmp_path):
+    src = make_segmentation(tmp_path / "src", {"train": 300}, SIZE)
+    plan = make_plan(src, tmp_path / "rec", "recordio", SIZE, shard_size=SHARD, **JPEG)
+    assert any("samples encoded as jpeg q90, png)" in note for note in plan.notes), plan.notes
+    packer.pack(src, tmp_path / "rec", "recordio", SIZE, shard_size=SHARD, workers=1, **JPEG)
+    (sizes,) = shard_bytes(tmp_path / "rec")
+    assert len(sizes) >= 4
+    # Counting the 12,288-byte mask raw, each would hold 12 records of about 4 KB: 0.25 x SHARD.
     assert all(0.8 * SHARD <= size <= 1.2 * SHARD for size in sizes[NOT_LAST]), sizes
     assert sizes[-1] <= 1.2 * SHARD
 
@@ -144,3 +160,23 @@ def test_the_estimate_samples_are_seeded_and_spread_over_the_set():
     for i, p in enumerate(picked):  # one in each stretch
         assert i * 1000 // SAMPLED <= p < (i + 1) * 1000 // SAMPLED
     assert drawn(items[:10], seed=0) == items[:10]  # fewer than SAMPLED: all of them
+
+
+def test_the_space_check_counts_what_a_compressed_pack_stores(photos, tmp_path, monkeypatch):
+    free = 4_000_000  # the disk as `shutil.disk_usage` reports it
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: SimpleNamespace(free=free))
+    decoded = 300 * 36_864  # 11.1 MB: more than twice the free space, refused raw as before
+    assert decoded > 2 * free
+    with pytest.raises(
+        PackError, match=r"needs about 11\.1 MB .* \(uncompressed\), which has 4\.0"
+    ):
+        packer.pack(photos, tmp_path / "raw", size=SIZE, workers=1)
+    # JPEG stores about 1.1 MB, 1.4 MB with the check's margin: it packs, without a warning.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        packer.pack(photos, tmp_path / "jpeg", size=SIZE, workers=1, **JPEG)
+    assert not [w for w in caught if "needs about" in str(w.message)]
+    assert 0.8e6 < sum(map(sum, shard_bytes(tmp_path / "jpeg"))) < 1.4e6
+    free = 1_000_000  # below the estimate (read when the pack asks): a warning saying so
+    with pytest.warns(UserWarning, match=r"\(estimated as stored, jpeg q90, plus 25%\), which"):
+        packer.pack(photos, tmp_path / "tight", size=SIZE, workers=1, **JPEG)
