@@ -64,14 +64,14 @@ class Spans(io.RawIOBase):
         return wanted
 
 
-@remote._clear_errors
+@remote.clear_errors
 def fetch(url: str, spans: list[tuple[int, int]]) -> list[bytes]:
     """The bytes of each (start, end) span of a remote file, asked for together (concurrently
     where the file system is asynchronous, as S3's is)."""
     if not spans:
         return []
     starts, ends = zip(*spans, strict=True)
-    found = remote._fs(url).cat_ranges(
+    found = remote.filesystem(url).cat_ranges(
         [url] * len(spans), list(starts), list(ends), on_error="raise"
     )
     for (start, end), data in zip(spans, found, strict=True):
