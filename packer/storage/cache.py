@@ -202,7 +202,10 @@ def _evict(folder: Path, max_bytes: int, incoming: int, keep: Set[Path]) -> None
     """Remove least recently used files under `folder` until `incoming` more bytes fit
     `max_bytes`, sparing downloads under way, the files in `keep` and those used in the last
     GRACE seconds (call under the folder's eviction lock). A download finished while others
-    held their room calls it with nothing incoming, so the folder returns within its bound."""
+    held their room calls it with nothing incoming, so the folder returns within its bound.
+    A walk, not a running total: once full, each fetch needs every file's last use (touched by
+    readers without the lock) to choose what goes, and a shared total drifts (killed fetches,
+    files removed by hand, `sources/` inside the shard cache's folder under another lock)."""
     files = list(_cached_files(folder))
     total = sum(size for _, size, _, _ in files)  # downloads under way included
     now = time.time()
