@@ -15,8 +15,10 @@ pack's own layout so that the formats' `open_shard` reads the cached copy as a l
   while they are needed; each finished download trims the cache back to the bound. Evicting
   a file that a reader has open is safe: its memmap keeps the data until closed.
 
-`CACHE_DIR` defaults to `$PACKER_CACHE_DIR`, else `$XDG_CACHE_HOME/packer`, else
-`~/.cache/packer`; `max_bytes` to `$PACKER_CACHE_BYTES`, else DEFAULT_MAX_BYTES.
+The bound, the locks and the eviction (`Bounded`) serve the parts of remote source files too
+(`storage.ranges`, under `CACHE_DIR/sources/`). `CACHE_DIR` defaults to `$PACKER_CACHE_DIR`,
+else `$XDG_CACHE_HOME/packer`, else `~/.cache/packer`; `max_bytes` to `$PACKER_CACHE_BYTES`,
+else DEFAULT_MAX_BYTES.
 """
 
 from __future__ import annotations
@@ -28,12 +30,13 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Set
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import StorageError
-from . import download
+from .remote import download  # a cached pack is always remote
 from .url import URLPath
 
 DEFAULT_MAX_BYTES = 50 * 10**9
@@ -53,13 +56,15 @@ def default_dir() -> Path:
 
 
 def default_max_bytes() -> int:
+    """The cache's bound in bytes: `$PACKER_CACHE_BYTES`, else DEFAULT_MAX_BYTES."""
     text = os.environ.get("PACKER_CACHE_BYTES")
     return int(float(text)) if text else DEFAULT_MAX_BYTES
 
 
 @contextlib.contextmanager
-def _flock(path: Path) -> Iterator[None]:
-    """An exclusive advisory lock between processes of this machine (released on exit/death)."""
+def flock(path: Path) -> Iterator[None]:
+    """An exclusive advisory lock between processes (and threads: each opens the file anew) of
+    this machine, released on exit or death."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
@@ -67,6 +72,38 @@ def _flock(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+@dataclass(frozen=True)
+class Bounded:
+    """A folder of cached files kept within `max_bytes` by evicting the least recently used,
+    its evictions serialised by the machine-wide lock file `lock` (kept outside `folder`)."""
+
+    folder: Path
+    max_bytes: int
+    lock: Path
+
+    @contextlib.contextmanager
+    def claimed(self, local: Path, incoming: int, keep: Set[Path] = frozenset()) -> Iterator[Path]:
+        """A temporary file beside `local` for `incoming` bytes, room made for them first and
+        the room claimed (counted by every process from now on): the body writes it, and it
+        becomes `local` when the body returns; it is removed when the body raises."""
+        local.parent.mkdir(parents=True, exist_ok=True)
+        tmp = local.with_name(f"{_TMP}{local.name}.{uuid.uuid4().hex[:8]}")
+        try:
+            with flock(self.lock):
+                _evict(self.folder, self.max_bytes, incoming, keep)
+                with open(tmp, "wb") as claim:
+                    claim.truncate(incoming)  # sparse: it takes no disk until written
+            yield tmp
+            os.replace(tmp, local)
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def trim(self, keep: Set[Path] = frozenset()) -> None:
+        """Back within the bound, once downloads that held room meanwhile are done."""
+        with flock(self.lock):
+            _evict(self.folder, self.max_bytes, 0, keep)
 
 
 class ShardCache:
@@ -84,6 +121,7 @@ class ShardCache:
         self.max_bytes = default_max_bytes() if max_bytes is None else int(max_bytes)
         key = hashlib.sha256(f"{url}\0{manifest.get('fingerprint')}".encode()).hexdigest()
         self.root = self.cache_dir / key[:24]
+        self.room = Bounded(self.cache_dir, self.max_bytes, self.cache_dir / ".locks" / "evict")
         self._touched: dict[str, float] = {}
         self._pending: dict[str, Future] = {}
         self._lock = threading.Lock()
@@ -130,16 +168,15 @@ class ShardCache:
         files of `batch` (those needed together, a shard's) are not evicted to make room."""
         local = self.root / f["path"]
         if self._valid(local, f):
-            _touch(local)
+            touch(local)
             return local
-        with _flock(self.cache_dir / ".locks" / _lock_name(self.root, f["path"])):
+        with flock(self.cache_dir / ".locks" / _lock_name(self.root, f["path"])):
             if not self._valid(local, f):  # another process may have fetched it meanwhile
                 keep = {self.root / g["path"] for g in batch}
-                tmp = self._reserve(local, f["bytes"], keep)
-                self._download(local, tmp, f)
-                with _flock(self.cache_dir / ".locks" / "evict"):  # back within the bound
-                    _evict(self.cache_dir, self.max_bytes, 0, keep)  # once others' are done
-            _touch(local)
+                with self.room.claimed(local, f["bytes"], keep) as tmp:
+                    self._download(tmp, f)
+                self.room.trim(keep)
+            touch(local)
         return local
 
     @staticmethod
@@ -149,39 +186,27 @@ class ShardCache:
         except OSError:
             return False
 
-    def _download(self, local: Path, tmp: Path, f: dict) -> None:
-        """Fetch to a temporary name, check size and SHA-256 against the manifest, rename."""
+    def _download(self, tmp: Path, f: dict) -> None:
+        """Fetch into the temporary file, its size and SHA-256 checked against the manifest."""
         url = self.url / f["path"]
-        try:
-            size, digest = download(url, tmp)
-            if size != f["bytes"] or digest != f["sha256"]:
-                raise StorageError(
-                    f"{url}: downloaded {size} bytes with sha256 {digest[:16]}..., the "
-                    f"manifest says {f['bytes']} bytes, {f['sha256'][:16]}... (changed or "
-                    "corrupted in the store; `packer verify` checks every file)"
-                )
-            os.replace(tmp, local)
-        finally:
-            tmp.unlink(missing_ok=True)
-
-    def _reserve(self, local: Path, incoming: int, keep: set[Path]) -> Path:
-        """Evict least recently used files until `incoming` more bytes fit the bound, and
-        claim them: a temporary file of that size, counted by every process from now on."""
-        local.parent.mkdir(parents=True, exist_ok=True)
-        tmp = local.with_name(f"{_TMP}{local.name}.{uuid.uuid4().hex[:8]}")
-        with _flock(self.cache_dir / ".locks" / "evict"):
-            _evict(self.cache_dir, self.max_bytes, incoming, keep)
-            with open(tmp, "wb") as claim:
-                claim.truncate(incoming)  # sparse: it takes no disk until written
-        return tmp
+        size, digest = download(str(url), tmp)
+        if size != f["bytes"] or digest != f["sha256"]:
+            raise StorageError(
+                f"{url}: downloaded {size} bytes with sha256 {digest[:16]}..., the "
+                f"manifest says {f['bytes']} bytes, {f['sha256'][:16]}... (changed or "
+                "corrupted in the store; `packer verify` checks every file)"
+            )
 
 
-def _evict(cache_dir: Path, max_bytes: int, incoming: int, keep: set[Path]) -> None:
-    """Remove least recently used files until `incoming` more bytes fit `max_bytes`, sparing
-    downloads under way, the files in `keep` and those used in the last GRACE seconds (call
-    under the cache-wide eviction lock). A download finished while others held their room
-    calls it with nothing incoming, so the cache returns within its bound."""
-    files = list(_cached_files(cache_dir))
+def _evict(folder: Path, max_bytes: int, incoming: int, keep: Set[Path]) -> None:
+    """Remove least recently used files under `folder` until `incoming` more bytes fit
+    `max_bytes`, sparing downloads under way, the files in `keep` and those used in the last
+    GRACE seconds (call under the folder's eviction lock). A download finished while others
+    held their room calls it with nothing incoming, so the folder returns within its bound.
+    A walk, not a running total: once full, each fetch needs every file's last use (touched by
+    readers without the lock) to choose what goes, and a shared total drifts (killed fetches,
+    files removed by hand, `sources/` inside the shard cache's folder under another lock)."""
+    files = list(_cached_files(folder))
     total = sum(size for _, size, _, _ in files)  # downloads under way included
     now = time.time()
     for path, size, mtime, busy in sorted(files, key=lambda x: x[2]):
@@ -194,7 +219,8 @@ def _evict(cache_dir: Path, max_bytes: int, incoming: int, keep: set[Path]) -> N
             total -= size
 
 
-def _touch(path: Path) -> None:
+def touch(path: Path) -> None:
+    """Mark a cached file used now, for the LRU order (gone meanwhile: nothing to mark)."""
     with contextlib.suppress(OSError):
         os.utime(path)
 
@@ -203,12 +229,12 @@ def _lock_name(root: Path, path: str) -> str:
     return hashlib.sha256(f"{root}\0{path}".encode()).hexdigest()[:32]
 
 
-def _cached_files(cache_dir: Path) -> Iterator[tuple[Path, int, float, bool]]:
-    """(path, size, mtime, downloading) of every file in the cache; temporaries that a killed
-    process left are removed."""
+def _cached_files(top: Path) -> Iterator[tuple[Path, int, float, bool]]:
+    """(path, size, mtime, downloading) of every file under `top` (its lock files aside);
+    temporaries that a killed process left are removed."""
     now = time.time()
-    for folder, dirs, names in os.walk(cache_dir):
-        if Path(folder) == cache_dir:
+    for folder, dirs, names in os.walk(top):
+        if Path(folder) == top:
             dirs[:] = [d for d in dirs if d != ".locks"]
         for name in names:
             path = Path(folder) / name

@@ -8,31 +8,21 @@ so that a machine fetches each once, whichever process asks first, while the oth
 it: the workers of a pack all read rows of the same few row groups at a time. A part is filed
 under its file's URL and state (size, modification time), so a changed file is fetched anew;
 the least recently used parts go once the folder passes the cache's bound (`PACKER_CACHE_DIR`
-and `PACKER_CACHE_BYTES`, read as the shard cache of remote packs reads them: `storage.cache`,
-which this module cannot import, since it imports the storage package that imports this).
+and `PACKER_CACHE_BYTES`, read by `storage.cache`, whose bound, locks and eviction these are).
 """
 
 from __future__ import annotations
 
 import bisect
-import contextlib
-import fcntl
 import hashlib
 import io
-import os
 import time
-import uuid
-from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
 
-from . import remote
+from . import cache, remote
 
 TAIL = 64 << 10  # what pyarrow reads of a footer first: one request holds most footers
-GRACE = 10.0  # parts used this recently are never evicted (between fetch and read)
-STALE_TMP = 3600.0  # a part this long in the fetching was left by a killed process
-DEFAULT_MAX_BYTES = 50 * 10**9  # the shard cache's default bound
-_TMP = ".tmp-"  # a part being fetched (the shard cache counts such files as busy too)
 
 
 class Spans(io.RawIOBase):
@@ -74,14 +64,14 @@ class Spans(io.RawIOBase):
         return wanted
 
 
-@remote._clear_errors
+@remote.clear_errors
 def fetch(url: str, spans: list[tuple[int, int]]) -> list[bytes]:
     """The bytes of each (start, end) span of a remote file, asked for together (concurrently
     where the file system is asynchronous, as S3's is)."""
     if not spans:
         return []
     starts, ends = zip(*spans, strict=True)
-    found = remote._fs(url).cat_ranges(
+    found = remote.filesystem(url).cat_ranges(
         [url] * len(spans), list(starts), list(ends), on_error="raise"
     )
     for (start, end), data in zip(spans, found, strict=True):
@@ -145,28 +135,26 @@ def cached(url: str, state: tuple[int, int], start: int, end: int) -> Path:
     and modification time), fetched by one process of this machine while the others wait; an
     OSError when the file changes meanwhile (its part is then left out)."""
     key = hashlib.sha256(f"{url}\0{state[0]}\0{state[1]}".encode()).hexdigest()[:24]
-    local = _cache_dir() / "sources" / key / f"{start}-{end}"
+    top = cache.default_dir()
+    local = top / "sources" / key / f"{start}-{end}"
     age = _age(local, end - start)
     if age is None:
-        with _flock(_cache_dir() / ".locks" / f"source-{key}-{start}-{end}"):
+        with cache.flock(top / ".locks" / f"source-{key}-{start}-{end}"):
             if _age(local, end - start) is None:  # another process may have fetched it
                 _fetch_to(local, url, state, start, end)
-    elif age > GRACE / 2:  # used again: spared by eviction for GRACE seconds from now
-        with contextlib.suppress(OSError):
-            os.utime(local)
+    elif age > cache.GRACE / 2:  # used again: spared by eviction for GRACE seconds from now
+        cache.touch(local)
     return local
 
 
 def _fetch_to(local: Path, url: str, state: tuple[int, int], start: int, end: int) -> None:
-    """Fetch a part under a temporary name, room made for it first, renamed when complete and
-    when the file is still at `state`."""
-    local.parent.mkdir(parents=True, exist_ok=True)
-    tmp = local.with_name(f"{_TMP}{local.name}.{uuid.uuid4().hex[:8]}")
-    try:
-        with _flock(_cache_dir() / ".locks" / "evict-sources"):
-            _evict(end - start)
-            with open(tmp, "wb") as claim:  # counted by every process from now on
-                claim.truncate(end - start)
+    """Fetch a part under a temporary name, room made for it first (the least recently used
+    parts evicted), renamed when complete and when the file is still at `state`."""
+    top = cache.default_dir()
+    room = cache.Bounded(
+        top / "sources", cache.default_max_bytes(), top / ".locks" / "evict-sources"
+    )
+    with room.claimed(local, end - start) as tmp:
         if (start, end) == (0, state[0]):
             remote.download(url, tmp)
         else:
@@ -174,9 +162,6 @@ def _fetch_to(local: Path, url: str, state: tuple[int, int], start: int, end: in
                 out.write(fetch(url, [(start, end)])[0])
         if remote.stat(url) != tuple(state):
             raise OSError(f"{url} changed while it was read; pack again")
-        os.replace(tmp, local)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def _age(local: Path, size: int) -> float | None:
@@ -186,50 +171,3 @@ def _age(local: Path, size: int) -> float | None:
     except OSError:
         return None
     return time.time() - info.st_mtime if info.st_size == size else None
-
-
-def _cache_dir() -> Path:
-    """The shard cache's folder (`storage.cache.default_dir`): parts go in its `sources/`,
-    their locks in its `.locks/`."""
-    if os.environ.get("PACKER_CACHE_DIR"):
-        return Path(os.environ["PACKER_CACHE_DIR"]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "packer"
-
-
-@contextlib.contextmanager
-def _flock(path: Path) -> Iterator[None]:
-    """An exclusive lock between the processes (and threads) of this machine."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
-def _evict(incoming: int) -> None:
-    """Remove the least recently used parts until `incoming` more bytes fit the bound, sparing
-    parts being fetched and those used in the last GRACE seconds (under the eviction lock)."""
-    text = os.environ.get("PACKER_CACHE_BYTES")
-    bound = int(float(text)) if text else DEFAULT_MAX_BYTES
-    parts, now = [], time.time()
-    for folder, _, names in os.walk(_cache_dir() / "sources"):
-        for name in names:
-            path = os.path.join(folder, name)
-            with contextlib.suppress(OSError):
-                info = os.stat(path)
-                if name.startswith(_TMP) and now - info.st_mtime > STALE_TMP:
-                    os.unlink(path)
-                    continue
-                parts.append((info.st_mtime, info.st_size, name, path))
-    total = sum(size for _, size, _, _ in parts)
-    for mtime, size, name, path in sorted(parts):
-        if total + incoming <= bound:
-            return
-        if name.startswith(_TMP) or now - mtime < GRACE:
-            continue
-        with contextlib.suppress(OSError):
-            os.unlink(path)
-            total -= size

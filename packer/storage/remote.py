@@ -39,7 +39,7 @@ _CREDENTIAL_HINT = {
 }
 
 
-def _fs(url: str):
+def filesystem(url: str):
     """The fsspec file system of `url`'s protocol, configured from the environment alone."""
     scheme = url_scheme(url) or "file"
     try:
@@ -76,7 +76,7 @@ def _translate(url: str, exc: BaseException) -> BaseException:
     return exc
 
 
-def _clear_errors(function):
+def clear_errors(function):
     """Turn a store's credential, bucket and permission errors into one-line StorageErrors."""
 
     @functools.wraps(function)
@@ -92,12 +92,12 @@ def _clear_errors(function):
     return wrapper
 
 
-@_clear_errors
+@clear_errors
 def read_bytes(url: str) -> bytes:
-    return _fs(url).cat_file(url)
+    return filesystem(url).cat_file(url)
 
 
-@_clear_errors
+@clear_errors
 def read_text(url: str) -> str:
     return read_bytes(url).decode("utf-8")
 
@@ -119,12 +119,12 @@ def _mtime_ns(info: dict) -> int:
     return 0
 
 
-@_clear_errors
+@clear_errors
 def read_with_stat(url: str) -> tuple[bytes, int, int]:
     """An object's bytes with its size and time. S3: one GET, whose answer dates the very
     bytes it carries (s3fs's cat_file alone asks a HEAD first; packs read every source this
     way). Elsewhere the time is taken first, so a later change shows as a newer time."""
-    fs = _fs(url)
+    fs = filesystem(url)
     if hasattr(fs, "_call_s3"):
 
         async def whole(answer: dict) -> tuple[bytes, object]:
@@ -157,19 +157,19 @@ def _s3_get_object(fs, url: str, consume):
     return sync(fs.loop, _error_wrapper, get, retries=fs.retries)
 
 
-@_clear_errors
+@clear_errors
 def read_head_tail(url: str, head: int, tail: int) -> tuple[bytes, bytes]:
-    fs = _fs(url)
+    fs = filesystem(url)
     size = int(fs.info(url)["size"])
     if size <= head + tail:
         return fs.cat_file(url), b""
     return fs.cat_file(url, start=0, end=head), fs.cat_file(url, start=size - tail, end=size)
 
 
-@_clear_errors
+@clear_errors
 def stat(url: str) -> tuple[int, int] | None:
     try:
-        info = _fs(url).info(url)
+        info = filesystem(url).info(url)
     except FileNotFoundError as exc:
         if _no_bucket(exc):
             raise
@@ -182,13 +182,13 @@ def stat(url: str) -> tuple[int, int] | None:
 STAT_ONE_BY_ONE = 64  # fewer files than this are asked one by one, more through one listing
 
 
-@_clear_errors
+@clear_errors
 def stat_many(root: str, rels) -> dict[str, tuple[int, int] | None]:
     """`stat` of many objects under `root`: one recursive listing rather than a request each."""
     rels = list(rels)
     if len(rels) < STAT_ONE_BY_ONE:
         return {rel: stat(f"{root.rstrip('/')}/{rel}") for rel in rels}
-    fs = _fs(root)
+    fs = filesystem(root)
     top = fs._strip_protocol(root).rstrip("/") + "/"
     try:
         listing = fs.find(root, detail=True)
@@ -207,17 +207,17 @@ def free_space(url: str) -> int | None:
     return None
 
 
-@_clear_errors
+@clear_errors
 def exists(url: str) -> bool:
-    return _fs(url).exists(url)
+    return filesystem(url).exists(url)
 
 
-@_clear_errors
+@clear_errors
 def is_file(url: str) -> bool:
     return _kind(url) == "file"
 
 
-@_clear_errors
+@clear_errors
 def is_dir(url: str) -> bool:
     return _kind(url) == "directory"
 
@@ -226,7 +226,7 @@ def _kind(url: str) -> str | None:
     """ "file", "directory" or None (absent). Not fsspec's isfile/isdir: they answer False for
     any error, a missing credential included."""
     try:
-        return _fs(url).info(url)["type"]
+        return filesystem(url).info(url)["type"]
     except FileNotFoundError as exc:
         if _no_bucket(exc):
             raise
@@ -238,22 +238,22 @@ def _no_bucket(exc: BaseException) -> bool:
     return "bucket does not exist" in text.lower() or "NoSuchBucket" in text
 
 
-@_clear_errors
+@clear_errors
 def file_size(url: str) -> int:
-    return int(_fs(url).info(url)["size"])
+    return int(filesystem(url).info(url)["size"])
 
 
-@_clear_errors
+@clear_errors
 def list_dir(url: str) -> list[str]:
     """Names under a prefix (not recursive), sorted; an empty list where nothing is."""
     return sorted(name for name, _ in scan_dir(url))
 
 
-@_clear_errors
+@clear_errors
 def scan_dir(url: str) -> list[tuple[str, bool]]:
     """(name, is_folder) of each entry under a prefix; empty where nothing is (a bucket that
     does not exist is an error)."""
-    fs = _fs(url)
+    fs = filesystem(url)
     try:
         entries = fs.ls(url, detail=True)
     except FileNotFoundError:
@@ -274,36 +274,36 @@ def make_dirs(url: str) -> None:
     """Object stores have no folders: a key's prefix exists once an object is under it."""
 
 
-@_clear_errors
+@clear_errors
 def remove(url: str) -> None:
     with contextlib.suppress(FileNotFoundError):
-        _fs(url).rm_file(url)
+        filesystem(url).rm_file(url)
 
 
-@_clear_errors
+@clear_errors
 def remove_tree(url: str) -> None:
-    fs = _fs(url)
+    fs = filesystem(url)
     with contextlib.suppress(FileNotFoundError):
         if fs.exists(url):
             fs.rm(url, recursive=True)
 
 
-@_clear_errors
+@clear_errors
 def sha256_file(url: str) -> tuple[int, str]:
     """Size and SHA-256 of an object, streamed in large blocks."""
     digest = hashlib.sha256()
     size = 0
-    with _fs(url).open(url, "rb", block_size=COPY_BLOCK, cache_type="none") as f:
+    with filesystem(url).open(url, "rb", block_size=COPY_BLOCK, cache_type="none") as f:
         while block := f.read(COPY_BLOCK):
             digest.update(block)
             size += len(block)
     return size, digest.hexdigest()
 
 
-@_clear_errors
+@clear_errors
 def walk_files(url: str, prefix: str) -> Iterator[str]:
     """URLs of objects under `url` whose name starts with `prefix`."""
-    fs = _fs(url)
+    fs = filesystem(url)
     try:
         found = fs.find(url)
     except FileNotFoundError:
@@ -319,7 +319,7 @@ def relative(url: str, root: str) -> str:
     return url[len(root) :]
 
 
-@_clear_errors
+@clear_errors
 def write_atomic(url: str, root: str, head: bytes, parts: Iterable[Path | bytes]) -> FileInfo:
     """Write `head` then each part to a local temporary file, hashing, then upload it whole."""
     with tempfile.NamedTemporaryFile(prefix="packer-upload-", delete=False) as tmp:
@@ -333,11 +333,11 @@ def write_atomic(url: str, root: str, head: bytes, parts: Iterable[Path | bytes]
     return FileInfo(relative(url, root), size, sha256)
 
 
-@_clear_errors
+@clear_errors
 def upload(local: Path, url: str) -> None:
     """Send a finished local file as one object (multipart when large); the object appears
     only when the whole upload completes. Checks the stored size."""
-    fs = _fs(url)
+    fs = filesystem(url)
     fs.put_file(os.fspath(local), url)
     stored = int(fs.info(url)["size"])
     expected = os.path.getsize(local)
@@ -345,12 +345,12 @@ def upload(local: Path, url: str) -> None:
         raise StorageError(f"{url}: uploaded {expected} bytes but the store holds {stored}")
 
 
-@_clear_errors
+@clear_errors
 def download(url: str, local: Path) -> tuple[int, str]:
     """Copy an object to a local file (the caller writes under a temporary name), hashing it
     as it passes. S3: one streamed GET (s3fs's get_file asks a HEAD first, and its cat_file
     splits a large object into ranged GETs: 0.3-0.5x this rate from a local server)."""
-    fs = _fs(url)
+    fs = filesystem(url)
     with open_in_place(local) as out:
         if hasattr(fs, "_call_s3"):
 
@@ -369,10 +369,10 @@ def download(url: str, local: Path) -> tuple[int, str]:
     return found
 
 
-@_clear_errors
+@clear_errors
 def write_text_atomic(url: str, text: str) -> None:
     """Replace a small object in one PUT (complete or absent)."""
-    _fs(url).pipe_file(url, text.encode("utf-8"))
+    filesystem(url).pipe_file(url, text.encode("utf-8"))
 
 
 # --- the lock object (its protocol: storage.lock_object) -----------------------------------
@@ -384,7 +384,7 @@ def lock(url: str, holder: str, remove: bool = True, force: bool = False) -> Ite
     while another process holds it, taken over when its owner provably died on this machine,
     broken with `force` once stale. The object is always removed on release (`remove` is for
     the local backend's lock files)."""
-    fs = _fs(url)
+    fs = filesystem(url)
     owner = _acquire(url, fs, holder, force)
     beat = lock_object.Heartbeat(fs, url, owner)
     beat.start()
@@ -395,6 +395,6 @@ def lock(url: str, holder: str, remove: bool = True, force: bool = False) -> Ite
         lock_object.release(fs, url, owner)
 
 
-@_clear_errors
+@clear_errors
 def _acquire(url: str, fs, holder: str, force: bool) -> dict:
     return lock_object.acquire(fs, url, holder, force)

@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from packer.storage import ranges, remote
+from packer.storage.cache import GRACE
 
 
 @pytest.fixture
@@ -84,7 +85,7 @@ def test_the_least_recently_used_parts_go_past_the_bound(cache, monkeypatch):
     monkeypatch.setenv("PACKER_CACHE_BYTES", "2500")
     old = ranges.cached(url, state, 0, 1000)
     recent = ranges.cached(url, state, 1000, 2000)
-    long_ago = time.time() - 2 * ranges.GRACE
+    long_ago = time.time() - 2 * GRACE
     os.utime(old, (long_ago, long_ago))
     os.utime(recent, (long_ago + 1, long_ago + 1))
     newest = ranges.cached(url, state, 2000, 3000)
