@@ -2,15 +2,20 @@
 straight back into a batch row.
 
 OpenCV encodes, and decodes PNG (16-bit too). JPEG is decoded by imagecodecs' libjpeg-turbo
-(`jpeg8_decode`) straight into the batch row: the same pixels as `cv2.imdecode(payload,
-cv2.IMREAD_COLOR_RGB)` (both use libjpeg-turbo's accurate IDCT), 1.24x its rate on one core
-with OpenCV's copy into the row counted (benchmarks/results/2026-11-28-compressed-packs.md).
-Both release the GIL, so the gather's threads (`reading.gather`) decode a batch on every core
-the process may use. libjpeg-turbo decodes a truncated JPEG with a warning, OpenCV refuses it:
-a JPEG payload must end with its end-of-image marker, so a cut one is refused here too.
+(`jpeg8_decode`): the same pixels as `cv2.imdecode(payload, cv2.IMREAD_COLOR_RGB)` (both use
+libjpeg-turbo's accurate IDCT). libjpeg-turbo writes pixels about 25% slower to an address that
+is a multiple of 32 bytes, as every batch row is (TensorFlow needs them 64-byte aligned) and as
+OpenCV's own images are; so each thread decodes into a scratch image 16 bytes off that and
+copies it into the row, which costs less than the difference (measured in
+benchmarks/results/2026-11-29-jpeg-decode.md). Both release the GIL, so the gather's threads
+(`reading.gather`) decode a batch on every core the process may use. libjpeg-turbo decodes a
+truncated JPEG with a warning, OpenCV refuses it: a JPEG payload must end with its
+end-of-image marker, so a cut one is refused here too.
 """
 
 from __future__ import annotations
+
+import threading
 
 import cv2
 import imagecodecs
@@ -23,6 +28,8 @@ PNG_PARAMS = [cv2.IMWRITE_PNG_COMPRESSION, 1]
 # What each encoding stores: sample types and band counts (JPEG is 8-bit; 1 or 3 bands).
 STORES = {"jpeg": (("uint8",), (1, 3)), "png": (("uint8", "uint16"), (1, 3))}
 JPEG_START, JPEG_END = b"\xff\xd8", b"\xff\xd9"  # a JPEG's first and last markers
+SCRATCH_OFFSET = 16  # bytes past a 64-byte boundary: libjpeg-turbo's faster stores (see above)
+_scratch = threading.local()  # each decoding thread's scratch images, by shape
 
 
 class CodecError(ValueError):
@@ -99,11 +106,11 @@ def decode_into(payload, out: np.ndarray) -> None:
 def _decode_jpeg(buffer: np.ndarray, out: np.ndarray) -> None:
     """A JPEG payload decoded by libjpeg-turbo into `out` (uint8 [H, W], [H, W, 1] or
     [H, W, 3], C-contiguous); a CodecError when it is cut short or of another shape."""
-    plane = out.reshape(out.shape[:2]) if out.ndim == 2 or out.shape[2] == 1 else out
+    shape = out.shape[:2] if out.ndim == 2 or out.shape[2] == 1 else out.shape
     if buffer[-2:].tobytes() != JPEG_END:
         raise CodecError(f"{len(buffer)} bytes of JPEG without its end (cut short)")
     try:
-        imagecodecs.jpeg8_decode(buffer, out=plane)
+        np.copyto(out.reshape(shape), imagecodecs.jpeg8_decode(buffer, out=_scratch_image(shape)))
     except imagecodecs.Jpeg8Error as exc:
         raise CodecError(f"{len(buffer)} bytes that do not decode as JPEG ({exc})") from None
     except ValueError:  # another size or band count than the field's
@@ -111,6 +118,19 @@ def _decode_jpeg(buffer: np.ndarray, out: np.ndarray) -> None:
         raise CodecError(
             f"decodes to uint8 {shape}, the manifest says uint8 {list(out.shape)}"
         ) from None
+
+
+def _scratch_image(shape: tuple[int, ...]) -> np.ndarray:
+    """This thread's uint8 scratch image of `shape`, SCRATCH_OFFSET bytes past 64-byte
+    alignment."""
+    images = _scratch.__dict__.setdefault("images", {})
+    image = images.get(shape)
+    if image is None:
+        nbytes = int(np.prod(shape))
+        raw = np.empty(nbytes + 64 + SCRATCH_OFFSET, np.uint8)
+        start = -raw.ctypes.data % 64 + SCRATCH_OFFSET
+        image = images[shape] = raw[start : start + nbytes].reshape(shape)
+    return image
 
 
 def decode(payload, shape: tuple[int, ...], dtype: str) -> np.ndarray:
