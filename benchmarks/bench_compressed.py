@@ -58,6 +58,7 @@ from benchmarks.harness import (
     serve_rounds,
     start_peer,
 )
+from packer.imaging import codec
 from packer.reading.gather import usable_cores
 
 SOURCE = (500, 375)  # (W, H): ImageNet's typical photo
@@ -161,40 +162,51 @@ def ceiling(data: list[bytes], seconds: float) -> float:
 
 def decoder_rates(data: list[bytes], seconds: float, rounds: int) -> dict[str, float]:
     """img/s of each installed decoder on one core (best of `rounds`), each decoding a payload
-    into a batch row: imagecodecs' libjpeg-turbo (what packer's readers use), OpenCV, Pillow,
-    simplejpeg and PyTurboJPEG if there."""
+    into a batch row (32-byte aligned, as batch rows are): OpenCV, imagecodecs' libjpeg-turbo
+    into that row and into one 16 bytes off (libjpeg-turbo stores faster there), packer's own
+    decode (libjpeg-turbo into an off row, then a copy), Pillow, simplejpeg and PyTurboJPEG if
+    there."""
     import importlib.util
     import io
 
     from PIL import Image
 
-    out = np.empty((SIZE, SIZE, 3), np.uint8)
     buffers = [np.frombuffer(p, np.uint8) for p in data[:500]]
+    room = np.empty(SIZE * SIZE * 3 + 64, np.uint8)  # a row 32-byte aligned, as batch rows are
+    aligned = room[-room.ctypes.data % 64 :][: SIZE * SIZE * 3].reshape(SIZE, SIZE, 3)
+    off = room[-room.ctypes.data % 64 + 16 :][: SIZE * SIZE * 3].reshape(SIZE, SIZE, 3)
 
     def opencv(k: int) -> None:
-        np.copyto(out, cv2.imdecode(buffers[k], cv2.IMREAD_COLOR_RGB))
+        np.copyto(aligned, cv2.imdecode(buffers[k], cv2.IMREAD_COLOR_RGB))
 
     def pillow(k: int) -> None:
         image = Image.open(io.BytesIO(data[k]))
         image.load()
-        np.copyto(out, np.asarray(image))
+        np.copyto(aligned, np.asarray(image))
 
+    libjpeg = f"imagecodecs {imagecodecs.__version__} (libjpeg-turbo)"
     decoders = {
         f"OpenCV {cv2.__version__}": opencv,
-        f"imagecodecs {imagecodecs.__version__} (libjpeg-turbo)": lambda k: (
-            imagecodecs.jpeg8_decode(buffers[k], out=out)
+        f"{libjpeg}, into a 32-byte aligned row": lambda k: imagecodecs.jpeg8_decode(
+            buffers[k], out=aligned
+        ),
+        f"{libjpeg}, into a row 16 bytes off": lambda k: imagecodecs.jpeg8_decode(
+            buffers[k], out=off
+        ),
+        "packer's codec.decode_into (the readers'), into an aligned row": lambda k: (
+            codec.decode_into(buffers[k], aligned)
         ),
         f"Pillow {Image.__version__}": pillow,
     }
     if importlib.util.find_spec("simplejpeg"):
         import simplejpeg
 
-        decoders["simplejpeg"] = lambda k: np.copyto(out, simplejpeg.decode_jpeg(data[k]))
+        decoders["simplejpeg"] = lambda k: np.copyto(aligned, simplejpeg.decode_jpeg(data[k]))
     if importlib.util.find_spec("turbojpeg"):
         from turbojpeg import TJPF_RGB, TurboJPEG
 
         turbo = TurboJPEG()
-        decoders["PyTurboJPEG"] = lambda k: np.copyto(out, turbo.decode(data[k], TJPF_RGB))
+        decoders["PyTurboJPEG"] = lambda k: np.copyto(aligned, turbo.decode(data[k], TJPF_RGB))
     best = dict.fromkeys(decoders, 0.0)
     for _ in range(rounds):
         for name, decode in decoders.items():

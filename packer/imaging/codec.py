@@ -7,7 +7,7 @@ libjpeg-turbo's accurate IDCT). libjpeg-turbo writes pixels about 25% slower to 
 is a multiple of 32 bytes, as every batch row is (TensorFlow needs them 64-byte aligned) and as
 OpenCV's own images are; so each thread decodes into a scratch image 16 bytes off that and
 copies it into the row, which costs less than the difference (measured in
-benchmarks/results/2026-11-29-jpeg-decode.md). Both release the GIL, so the gather's threads
+benchmarks/results/2026-11-28-jpeg-decode.md). Both release the GIL, so the gather's threads
 (`reading.gather`) decode a batch on every core the process may use. libjpeg-turbo decodes a
 truncated JPEG with a warning, OpenCV refuses it: a JPEG payload must end with its
 end-of-image marker, so a cut one is refused here too.
