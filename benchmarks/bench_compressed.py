@@ -7,8 +7,9 @@ then packed at 256x256 as npy with `--encoding jpeg --quality 90`. Rows:
 
   size       the pack's bytes on disk against the same samples raw (256*256*3 bytes an image
              and its label: what the raw npy pack holds), and JPEG bytes per image
-  ceiling    the stored payloads decoded by `cv2.imdecode` (the readers' decoder), one call per
-             image, in one process per usable core, nothing around it: what no reader beats
+  ceiling    the stored payloads decoded by imagecodecs' `jpeg8_decode` (the readers' decoder,
+             libjpeg-turbo) into one row, one call per image, in one process per usable core,
+             nothing around it: what no reader beats
   sequence   `PackedSequence`, shuffled batches of `--batch`, img/s over whole batches
   torch      `packer.torch.PackedDataset` in a DataLoader with 2 workers (batch_size=None)
   ffcv       FFCV 1.0.2 (issue 39's yardstick): the pack's 256x256 pixels (a raw pack of the
@@ -41,6 +42,7 @@ import time
 from pathlib import Path
 
 import cv2
+import imagecodecs
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -129,16 +131,18 @@ def _decode_loop(args: tuple[list[bytes], float, multiprocessing.Queue]) -> None
     """Decode `data` over and over for `seconds` (one decoder call per image); put the count."""
     data, seconds, queue = args
     buffers = [np.frombuffer(p, np.uint8) for p in data]
+    row = np.empty((SIZE, SIZE, 3), np.uint8)
     done, stop = 0, time.perf_counter() + seconds
     while time.perf_counter() < stop:
         for buffer in buffers:
-            cv2.imdecode(buffer, cv2.IMREAD_COLOR_RGB)
+            imagecodecs.jpeg8_decode(buffer, out=row)
             done += 1
     queue.put(done)
 
 
 def ceiling(data: list[bytes], seconds: float) -> float:
-    """img/s of `cv2.imdecode` on every usable core, one process each, nothing around it."""
+    """img/s of the readers' decoder on every usable core, one process each, nothing around
+    it."""
     cores = usable_cores()
     context = multiprocessing.get_context("fork")
     queue = context.Queue()
@@ -158,33 +162,51 @@ def ceiling(data: list[bytes], seconds: float) -> float:
 
 def decoder_rates(data: list[bytes], seconds: float, rounds: int) -> dict[str, float]:
     """img/s of each installed decoder on one core (best of `rounds`), each decoding a payload
-    into a batch row: OpenCV (what packer uses), Pillow, simplejpeg and PyTurboJPEG if there."""
+    into a batch row (32-byte aligned, as batch rows are): OpenCV, imagecodecs' libjpeg-turbo
+    into that row and into one 16 bytes off (libjpeg-turbo stores faster there), packer's own
+    decode (libjpeg-turbo into an off row, then a copy), Pillow, simplejpeg and PyTurboJPEG if
+    there."""
     import importlib.util
     import io
 
     from PIL import Image
 
-    out = np.empty((SIZE, SIZE, 3), np.uint8)
     buffers = [np.frombuffer(p, np.uint8) for p in data[:500]]
+    room = np.empty(SIZE * SIZE * 3 + 64, np.uint8)  # a row 32-byte aligned, as batch rows are
+    aligned = room[-room.ctypes.data % 64 :][: SIZE * SIZE * 3].reshape(SIZE, SIZE, 3)
+    off = room[-room.ctypes.data % 64 + 16 :][: SIZE * SIZE * 3].reshape(SIZE, SIZE, 3)
 
     def opencv(k: int) -> None:
-        np.copyto(out, cv2.imdecode(buffers[k], cv2.IMREAD_COLOR_RGB))
+        np.copyto(aligned, cv2.imdecode(buffers[k], cv2.IMREAD_COLOR_RGB))
 
     def pillow(k: int) -> None:
         image = Image.open(io.BytesIO(data[k]))
         image.load()
-        np.copyto(out, np.asarray(image))
+        np.copyto(aligned, np.asarray(image))
 
-    decoders = {f"OpenCV {cv2.__version__}": opencv, f"Pillow {Image.__version__}": pillow}
+    libjpeg = f"imagecodecs {imagecodecs.__version__} (libjpeg-turbo)"
+    decoders = {
+        f"OpenCV {cv2.__version__}": opencv,
+        f"{libjpeg}, into a 32-byte aligned row": lambda k: imagecodecs.jpeg8_decode(
+            buffers[k], out=aligned
+        ),
+        f"{libjpeg}, into a row 16 bytes off": lambda k: imagecodecs.jpeg8_decode(
+            buffers[k], out=off
+        ),
+        "packer's codec.decode_into (the readers'), into an aligned row": lambda k: (
+            codec.decode_into(buffers[k], aligned)
+        ),
+        f"Pillow {Image.__version__}": pillow,
+    }
     if importlib.util.find_spec("simplejpeg"):
         import simplejpeg
 
-        decoders["simplejpeg"] = lambda k: np.copyto(out, simplejpeg.decode_jpeg(data[k]))
+        decoders["simplejpeg"] = lambda k: np.copyto(aligned, simplejpeg.decode_jpeg(data[k]))
     if importlib.util.find_spec("turbojpeg"):
         from turbojpeg import TJPF_RGB, TurboJPEG
 
         turbo = TurboJPEG()
-        decoders["PyTurboJPEG"] = lambda k: np.copyto(out, turbo.decode(data[k], TJPF_RGB))
+        decoders["PyTurboJPEG"] = lambda k: np.copyto(aligned, turbo.decode(data[k], TJPF_RGB))
     best = dict.fromkeys(decoders, 0.0)
     for _ in range(rounds):
         for name, decode in decoders.items():
@@ -414,7 +436,7 @@ def main() -> None:
         what = f"FFCV {version} .beton, jpg q90, on disk"
         rows.append(size_row(what, written["bytes"], raw, args.images))
     rows += [
-        rate_row("decode ceiling (cv2.imdecode, all cores)", "ceiling", rates, ratio),
+        rate_row("decode ceiling (jpeg8_decode, all cores)", "ceiling", rates, ratio),
         rate_row(f"PackedSequence, batches of {args.batch}", "sequence", rates, ratio, GOAL),
         rate_row("packer.torch, DataLoader 2 workers", "torch", rates, ratio, GOAL),
     ]
@@ -431,7 +453,8 @@ def main() -> None:
     notes.insert(
         0,
         f"{args.images:,} photos of {SOURCE[0]}x{SOURCE[1]} made in {made:.0f} s, packed at "
-        f"{SIZE}x{SIZE} q{QUALITY} in {packed:.0f} s; decoder: {codec.BACKEND} on "
+        f"{SIZE}x{SIZE} q{QUALITY} in {packed:.0f} s; decoder: imagecodecs "
+        f"{imagecodecs.__version__} (libjpeg-turbo) on "
         f"{thread_count()} thread(s) ({usable_cores()} usable cores); medians of "
         f"{args.rounds} rounds of {args.seconds:g} s; ratios: to the ceiling and to FFCV of "
         "the same round.",

@@ -29,7 +29,7 @@ else
 fi
 "$VENV/bin/python" -c "
 import importlib.metadata as m
-for name in ('torch', 'webdataset', 'litdata', 'ffcv', 'matplotlib', 'numpy', 'pyspng',
+for name in ('torch', 'webdataset', 'litdata', 'ffcv', 'matplotlib', 'numpy', 'pyspng', 'imagecodecs',
              'albumentations', 'scipy', 'keras'):
     try:
         print('peers:', name, m.version(name))

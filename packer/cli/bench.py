@@ -255,11 +255,13 @@ def _measure(path, split: str, batch_size: int, seconds: float, step_ms) -> Benc
     if naive is not None:
         rates.append(Rate("naive decode of the sources", naive, naive * size, "cv2 + float"))
     result = BenchResult(str(dataset.root), split, part.count, size, batch_size, rates)
-    encoded = [f"{f.name} ({f.encoding})" for f in dataset.fields if f.encoding != "raw"]
+    encoded = [f for f in dataset.fields if f.encoding != "raw"]
     if encoded:
+        names = ", ".join(f"{f.name} ({f.encoding})" for f in encoded)
+        decoders = ", ".join(sorted({codec.decoder(f.encoding) for f in encoded}))
         result.decoder = (
-            f"{', '.join(encoded)} decoded by {codec.BACKEND} on {gather.thread_count()} "
-            "thread(s); rates are of decoded samples"
+            f"{names} decoded by {decoders} on {gather.thread_count()} thread(s); rates are "
+            "of decoded samples"
         )
     if asked > batch_size:
         result.note = (

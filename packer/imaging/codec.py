@@ -1,17 +1,24 @@
 """A packed image field's payload both ways: pixels encoded as JPEG or PNG, and decoded
 straight back into a batch row.
 
-One backend does both, OpenCV: `cv2.imdecode` releases the GIL, so the gather's threads
-(`reading.gather`) decode a batch on every core the process may use, and it gives RGB without
-a conversion copy (IMREAD_COLOR_RGB) and 16-bit PNG. On one core it decodes 256x256 q90 photos
-as fast as Pillow (3,440 and 3,462 img/s, benchmarks/results/2026-11-28-compressed-packs.md);
-simplejpeg and PyTurboJPEG are not dependencies. A stored JPEG decodes to exactly what
-`cv2.imdecode(payload, cv2.IMREAD_COLOR_RGB)` gives.
+OpenCV encodes, and decodes PNG (16-bit too). JPEG is decoded by imagecodecs' libjpeg-turbo
+(`jpeg8_decode`): the same pixels as `cv2.imdecode(payload, cv2.IMREAD_COLOR_RGB)` (both use
+libjpeg-turbo's accurate IDCT). libjpeg-turbo writes pixels about 25% slower to an address that
+is a multiple of 32 bytes, as every batch row is (TensorFlow needs them 64-byte aligned) and as
+OpenCV's own images are; so each thread decodes into a scratch image 16 bytes off that and
+copies it into the row, which costs less than the difference (measured in
+benchmarks/results/2026-11-28-jpeg-decode.md). Both release the GIL, so the gather's threads
+(`reading.gather`) decode a batch on every core the process may use. libjpeg-turbo decodes a
+truncated JPEG with a warning, OpenCV refuses it: a JPEG payload must end with its
+end-of-image marker, so a cut one is refused here too.
 """
 
 from __future__ import annotations
 
+import threading
+
 import cv2
+import imagecodecs
 import numpy as np
 
 ENCODINGS = ("raw", "jpeg", "png")
@@ -20,6 +27,9 @@ BACKEND = f"opencv {cv2.__version__}"  # what encodes and decodes (the manifest 
 PNG_PARAMS = [cv2.IMWRITE_PNG_COMPRESSION, 1]
 # What each encoding stores: sample types and band counts (JPEG is 8-bit; 1 or 3 bands).
 STORES = {"jpeg": (("uint8",), (1, 3)), "png": (("uint8", "uint16"), (1, 3))}
+JPEG_START, JPEG_END = b"\xff\xd8", b"\xff\xd9"  # a JPEG's first and last markers
+SCRATCH_OFFSET = 16  # bytes past a 64-byte boundary: libjpeg-turbo's faster stores (see above)
+_scratch = threading.local()  # each decoding thread's scratch images, by shape
 
 
 class CodecError(ValueError):
@@ -63,10 +73,20 @@ def encode(image: np.ndarray, encoding: str, quality: int) -> bytes:
     return buffer.tobytes()
 
 
+def decoder(encoding: str) -> str:
+    """What decodes `encoding`'s payloads in the readers (`packer bench` names it)."""
+    return (
+        f"libjpeg-turbo (imagecodecs {imagecodecs.__version__})" if encoding == "jpeg" else BACKEND
+    )
+
+
 def decode_into(payload, out: np.ndarray) -> None:
     """Decode one JPEG or PNG payload (any bytes-like) into `out` ([H, W] or [H, W, C] of the
     field's type); a CodecError when it does not decode to exactly that."""
     buffer = payload if isinstance(payload, np.ndarray) else np.frombuffer(payload, np.uint8)
+    if buffer[:2].tobytes() == JPEG_START and out.dtype == np.uint8 and out.flags.c_contiguous:
+        _decode_jpeg(buffer, out)
+        return
     bands = out.shape[2] if out.ndim == 3 else 1
     flags = (cv2.IMREAD_COLOR_RGB if bands == 3 else cv2.IMREAD_GRAYSCALE) | cv2.IMREAD_ANYDEPTH
     try:
@@ -81,6 +101,36 @@ def decode_into(payload, out: np.ndarray) -> None:
             f"{out.dtype.name} {list(out.shape)}"
         )
     np.copyto(out, pixels.reshape(out.shape))
+
+
+def _decode_jpeg(buffer: np.ndarray, out: np.ndarray) -> None:
+    """A JPEG payload decoded by libjpeg-turbo into `out` (uint8 [H, W], [H, W, 1] or
+    [H, W, 3], C-contiguous); a CodecError when it is cut short or of another shape."""
+    shape = out.shape[:2] if out.ndim == 2 or out.shape[2] == 1 else out.shape
+    if buffer[-2:].tobytes() != JPEG_END:
+        raise CodecError(f"{len(buffer)} bytes of JPEG without its end (cut short)")
+    try:
+        np.copyto(out.reshape(shape), imagecodecs.jpeg8_decode(buffer, out=_scratch_image(shape)))
+    except imagecodecs.Jpeg8Error as exc:
+        raise CodecError(f"{len(buffer)} bytes that do not decode as JPEG ({exc})") from None
+    except ValueError:  # another size or band count than the field's
+        shape = list(imagecodecs.jpeg8_decode(buffer).shape)
+        raise CodecError(
+            f"decodes to uint8 {shape}, the manifest says uint8 {list(out.shape)}"
+        ) from None
+
+
+def _scratch_image(shape: tuple[int, ...]) -> np.ndarray:
+    """This thread's uint8 scratch image of `shape`, SCRATCH_OFFSET bytes past 64-byte
+    alignment."""
+    images = _scratch.__dict__.setdefault("images", {})
+    image = images.get(shape)
+    if image is None:
+        nbytes = int(np.prod(shape))
+        raw = np.empty(nbytes + 64 + SCRATCH_OFFSET, np.uint8)
+        start = -raw.ctypes.data % 64 + SCRATCH_OFFSET
+        image = images[shape] = raw[start : start + nbytes].reshape(shape)
+    return image
 
 
 def decode(payload, shape: tuple[int, ...], dtype: str) -> np.ndarray:

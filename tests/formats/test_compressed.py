@@ -244,6 +244,29 @@ def test_the_codec_refuses_what_it_cannot_store():
         codec.decode_into(codec.encode(out, "png", 90), np.empty((5, 6, 3), np.uint8))
 
 
+def test_jpeg_decodes_as_opencv_and_refuses_what_opencv_refuses():
+    """libjpeg-turbo through imagecodecs decodes JPEG payloads: OpenCV's pixels, and a cut,
+    garbled or misshapen payload is a CodecError, as OpenCV's path makes it."""
+    rng = np.random.default_rng(3)
+    picture = cv2.GaussianBlur(rng.integers(0, 256, (24, 32, 3), np.uint8), (5, 5), 0)
+    payload = codec.encode(picture, "jpeg", QUALITY)
+    out = np.empty((24, 32, 3), np.uint8)
+    codec.decode_into(payload, out)
+    want = cv2.imdecode(np.frombuffer(payload, np.uint8), cv2.IMREAD_COLOR_RGB)
+    assert np.array_equal(out, want)
+    grey = codec.encode(picture[..., 0], "jpeg", QUALITY)
+    band = np.empty((24, 32, 1), np.uint8)
+    codec.decode_into(grey, band)
+    assert np.array_equal(band[..., 0], cv2.imdecode(np.frombuffer(grey, np.uint8), 0))
+    assert cv2.imdecode(np.frombuffer(payload[:-200], np.uint8), cv2.IMREAD_COLOR_RGB) is None
+    with pytest.raises(codec.CodecError, match="cut short"):
+        codec.decode_into(payload[:-200], out)
+    with pytest.raises(codec.CodecError, match="do not decode as JPEG"):
+        codec.decode_into(payload[:2] + bytes(100) + payload[-2:], out)
+    with pytest.raises(codec.CodecError, match=r"decodes to uint8 \[24, 32, 3\].*\[24, 32\]"):
+        codec.decode_into(payload, np.empty((24, 32), np.uint8))
+
+
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_python_samples_take_the_encoding_too(tmp_path, fmt):
     rng = np.random.default_rng(3)
@@ -261,3 +284,11 @@ def test_python_samples_take_the_encoding_too(tmp_path, fmt):
     for got, want in zip(batches(png, 2), batches(raw, 2), strict=True):
         assert np.array_equal(got["images"], want["images"])
         assert np.array_equal(got["labels"], want["labels"])
+
+
+def test_bench_names_the_decoder_of_each_encoding(packs):
+    from packer.cli import bench
+
+    result = bench.run(packs["npy", "jpeg"], batch_size=4, seconds=0.05)
+    assert result.decoder.startswith("images (jpeg) decoded by libjpeg-turbo (imagecodecs ")
+    assert "opencv" in bench.run(packs["npy", "png"], batch_size=4, seconds=0.05).decoder
