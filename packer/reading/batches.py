@@ -62,11 +62,9 @@ class BatchReader:
         indices: np.ndarray,
         out: dict[str, np.ndarray] | None = None,
         ordered: bool = False,
-        threads: int | None = None,
     ) -> dict[str, np.ndarray]:
         """Arrays for `indices`, in ascending index order (sorted reads are sequential), or in
-        the order asked with `ordered=True` (one more copy of the batch); `threads` as
-        `gather.read`'s.
+        the order asked with `ordered=True` (one more copy of the batch).
 
         `out` (field name -> array of len(indices) records) receives the records, e.g. a
         shared-memory slot or a pinned buffer; without it the arrays come from a pool: once
@@ -75,7 +73,7 @@ class BatchReader:
         indices = np.asarray(indices, dtype=np.int64)
         if ordered:
             permutation = np.argsort(indices, kind="stable")
-            batch = self.read(indices, out, threads=threads)
+            batch = self.read(indices, out)
             inverse = np.empty_like(permutation)
             inverse[permutation] = np.arange(len(permutation))
             for array in batch.values():
@@ -91,7 +89,7 @@ class BatchReader:
         else:
             self._check_out(out, len(order))
         if len(self.shards) == 1 and self.cache is None:  # one run: no cutting, no views
-            gather.read([(self.shards[0], order, out)], threads)
+            gather.read([(self.shards[0], order, out)])
             return out
         runs = []
         for shard, start, stop in self._runs(order):
@@ -99,11 +97,11 @@ class BatchReader:
             runs.append((self.shards[shard], local, {k: v[start:stop] for k, v in out.items()}))
             if self.cache is not None:  # remote: each shard read while it is surely cached
                 self.cache.ensure(self._data_files(shard))
-                gather.read(runs[-1:], threads)
+                gather.read(runs[-1:])
                 if shard + 1 < len(self.shards):
                     self.cache.prefetch(self._data_files(shard + 1))  # in order: the next
         if self.cache is None:
-            gather.read(runs, threads)
+            gather.read(runs)
         return out
 
     def objects(self, indices: np.ndarray) -> list[dict[str, np.ndarray]]:

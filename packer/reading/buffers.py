@@ -14,7 +14,6 @@ import threading
 import numpy as np
 
 from ..schema import Field
-from .gather import usable_cores
 
 # References while `_released` inspects a pooled array: the pool's dict, `take`'s loop
 # variable, the parameter and getrefcount's argument; its owner (when the array is a view):
@@ -33,10 +32,9 @@ def _released(array: np.ndarray) -> bool:
 class BufferPool:
     """Per-batch-size sets of field arrays, handed out again once released by every caller."""
 
-    def __init__(self, fields: tuple[Field, ...], limit: int | None = None) -> None:
+    def __init__(self, fields: tuple[Field, ...], limit: int = 8) -> None:
         self.fields = fields
-        # sets kept: tf.data's parallel map holds a batch per core in flight, plus its prefetch
-        self.limit = max(8, 2 * usable_cores()) if limit is None else limit
+        self.limit = limit
         self._sets: dict[int, list[dict[str, np.ndarray]]] = {}
         self._lock = threading.Lock()
 

@@ -65,11 +65,9 @@ def thread_count() -> int:
     return max(1, usable_cores() // _sharing)
 
 
-def read(runs: Sequence[Run], threads: int | None = None) -> None:
+def read(runs: Sequence[Run]) -> None:
     """Read every run (`reader.read_into(local, rows)`), its rows split among the threads when
-    the batch is large enough; returns when every row is filled. `threads`: at most this many
-    (the calling thread among them), where the caller already reads several batches at once,
-    each on its own thread (tf.data's parallel map); None: this process's share of the cores."""
+    the batch is large enough; returns when every row is filled."""
     total = 0
     for _, _, rows in runs:
         for array in rows.values():
@@ -78,7 +76,7 @@ def read(runs: Sequence[Run], threads: int | None = None) -> None:
     decoding = any(getattr(reader, "decodes", False) for reader, _, _ in runs)
     if decoding:  # every record is worth a thread
         split = sum(len(local) for _, local, _ in runs)
-    threads = 1 if split <= 1 else min(thread_count() if threads is None else threads, split)
+    threads = min(thread_count(), split) if split > 1 else 1
     if threads <= 1:
         for reader, local, rows in runs:
             reader.read_into(local, rows)

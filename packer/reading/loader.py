@@ -195,19 +195,14 @@ class Loader:
         return self.sampler.batch(self.pass_of(epoch), index)
 
     def read(
-        self,
-        index: int,
-        epoch: int | None = None,
-        out: dict[str, np.ndarray] | None = None,
-        threads: int | None = None,
+        self, index: int, epoch: int | None = None, out: dict[str, np.ndarray] | None = None
     ) -> dict[str, np.ndarray]:
-        """The field arrays of batch `index`, untransformed, into `out` when given, copied by
-        at most `threads` threads (`gather.read`)."""
+        """The field arrays of batch `index`, untransformed, into `out` when given."""
         p = self.pass_of(epoch)
         indices = self.sampler.batch(p, index)
         if self.sampler.shuffle == "windows":
             self._prefetch_windows(p, index)
-        return self.split.reader.read(indices, out, threads=threads)
+        return self.split.reader.read(indices, out)
 
     def batch(self, index: int, epoch: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """`(images, targets)` of batch `index`, augmented, normalised and one-hot as asked;

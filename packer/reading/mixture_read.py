@@ -195,11 +195,9 @@ class MixedReader:
         indices: np.ndarray,
         out: dict[str, np.ndarray] | None = None,
         ordered: bool = False,
-        threads: int | None = None,
     ) -> dict[str, np.ndarray]:
         """Arrays for the ids `indices` in ascending id order (as `BatchReader.read`), into
-        `out` when given; `ordered=True` keeps the order asked (one more copy); `threads` as
-        `gather.read`'s."""
+        `out` when given; `ordered=True` keeps the order asked (one more copy)."""
         order = np.sort(np.asarray(indices, np.int64))
         if len(order) and order[0] < 0:
             raise IndexError(f"a mixture's ids are >= 0, got {order[0]}")
@@ -221,8 +219,8 @@ class MixedReader:
                 runs.append(run)
             else:  # remote: read while the shard is surely in the cache
                 reader.cache.ensure(self.files[v])
-                gather.read([run], threads)
-        gather.read(runs, threads)
+                gather.read([run])
+        gather.read(runs)
         if self.relabelled:
             pack = self.pack_of[shard]
             for k, table in enumerate(self.tables):

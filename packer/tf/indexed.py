@@ -1,16 +1,15 @@
 """Random-access batches for `packer.tf.dataset` (npy and recordio packs, uncompressed tfrecord
 with `stream=False`): each batch read by packer's shard readers in one `tf.numpy_function`.
 
-Each batch has a number (its epoch and its index in that epoch's pass), and a parallel map
-reads several numbers at once, each batch copied (or decoded) by its own thread: tf.data's
-threads then keep every core busy, where one read at a time, split among the gather's threads,
-left cores idle between reads (benchmarks/results/2026-11-28-tf-data-parallel-reads.md).
-Keras creates a new iterator every epoch, and TensorFlow instantiates every function of a
-pipeline for each new iterator (milliseconds each), so a pass has few: the first element asks
-`Passes` for the next pass's numbers (a resumed pass is shorter), then the read. A function for
-in-graph work (augmentation, normalisation, one-hot) runs in parallel after it, only when
-there is such work. `repeat=True` takes the numbers from a stateless counter instead (one
-iterator, whose place `tf.train.Checkpoint` can save).
+Keras creates a new iterator every epoch, and TensorFlow instantiates (and optimises) every
+function of a pipeline for each new iterator: about 2 ms per function here, against about 8 ms
+for reading a whole epoch of the benchmark's 19 batches. So a pass over the dataset is one
+function: `Dataset.range(batches).map(read)`, where the one numpy_function numbers the passes
+(a new iterator's batch 0 starts the next one; see `Passes`), reads the batch and hands back
+the arrays. A second function, run in parallel, is added only when there is in-graph work
+(augmentation, normalisation, one-hot), and `take_while` only when the first pass is a
+resumed, shorter one. `repeat=True` reads (epoch, batch) pairs from a stateless counter instead
+(one iterator, whose place `tf.train.Checkpoint` can save).
 """
 
 from __future__ import annotations
@@ -28,8 +27,6 @@ from ..reading.loader import Loader
 from ..reading.position import Pass
 from ..reading.transforms import BatchTransform
 from ..schema import Field, fixed
-
-PASS_STRIDE = 1 << 32  # batch numbers: epoch * PASS_STRIDE + the batch's index in its pass
 
 
 @dataclass(frozen=True)
@@ -95,32 +92,45 @@ def indexed(
     def finish(arrays: dict[str, tf.Tensor]) -> tuple[tf.Tensor, tf.Tensor]:
         return transform.tf_apply(_augmented(augment, arrays, loader.dataset.fields))
 
-    def arrays_of(number: tf.Tensor) -> dict[str, tf.Tensor] | tuple:
-        out = passes.shaped(passes.read(number), rows)
+    def arrays_of(outputs: list[tf.Tensor]) -> dict[str, tf.Tensor] | tuple:
+        out = passes.shaped(outputs, rows)
         return out if in_graph else finish(out)  # no arithmetic: only picks the fields
 
     whole = loader.sampler.batches(Pass(0))  # batches of a whole epoch
     if order.repeat:  # stateless, so tf.train.Checkpoint can save an iterator's place
-        first = loader.epoch * PASS_STRIDE
-        later = tf.data.Dataset.counter((loader.epoch + 1) * whole).map(
-            lambda g: g // whole * PASS_STRIDE + g % whole
+        epoch, resumed = loader.epoch, len(loader)
+        pairs = tf.data.Dataset.counter((epoch + 1) * whole).map(
+            lambda g: tf.stack([g // whole, g % whole])
         )
-        numbers = tf.data.Dataset.range(first, first + len(loader)).concatenate(later)
-        numbers = numbers.apply(
+        first = tf.data.Dataset.range(resumed).map(lambda i: tf.stack([epoch, i]))
+        pairs = first.concatenate(pairs).apply(
             tf.data.experimental.assert_cardinality(tf.data.INFINITE_CARDINALITY)
         )
-    else:  # each iteration (a Keras epoch) reads the next pass, started by its first element
-        numbers = tf.data.Dataset.range(1).flat_map(lambda _: passes.next_pass())
-    batches = numbers.map(
-        arrays_of, num_parallel_calls=tf.data.AUTOTUNE, deterministic=order.deterministic
-    )
-    if not order.repeat and len(loader) == whole:  # a known length (Keras shows progress)
-        batches = batches.apply(tf.data.experimental.assert_cardinality(whole))
+        batches = pairs.map(
+            lambda pair: arrays_of(passes.call(passes.read_pair, pair, stateful=False)),
+            num_parallel_calls=tf.data.AUTOTUNE,
+            deterministic=order.deterministic,
+        )
+    else:  # each iteration (a Keras epoch) reads the next pass; its batch 0 starts it
+        batches = tf.data.Dataset.range(max(whole, len(loader))).map(
+            lambda index: arrays_of(passes.call(passes.fetch, index, stateful=True))
+        )
+        if len(loader) == whole:  # a known length (Keras shows progress and steps)
+            batches = batches.apply(tf.data.experimental.assert_cardinality(whole))
+        else:  # a resumed first pass ends early: fetch's empty batch marks its end
+            passes.ends_early = True
+            batches = batches.take_while(lambda *arrays: _rows(arrays) > 0)
     if in_graph:
         batches = batches.map(
             finish, num_parallel_calls=tf.data.AUTOTUNE, deterministic=order.deterministic
         )
     return batches, passes
+
+
+def _rows(arrays: tuple) -> tf.Tensor:
+    """Rows of a batch as `arrays_of` yields it: a tuple, or a dict as its only element."""
+    first = arrays[0]
+    return tf.shape(next(iter(first.values())) if isinstance(first, dict) else first)[0]
 
 
 def _augmented(augment: Augment | None, arrays: dict, fields: tuple[Field, ...]) -> dict:
@@ -137,10 +147,9 @@ class Passes:
     """The passes a random-access dataset reads, one per iteration over it (a Keras epoch):
     first the loader's current one (a resumed pass, maybe), then whole epochs. `state_dict` /
     `load_state_dict` save and move the position between iterations (BackupAndRestore does,
-    inside `model.fit`). `next_pass` starts a pass and `read` reads its batches, each named by
-    a number, `epoch * PASS_STRIDE + batch`; with `keys`,
-    each batch also carries its epoch and sorted sample indices (what an augmentation draw is
-    keyed by)."""
+    inside `model.fit`). `fetch` and `read_pair` read batches for the dataset's one
+    numpy_function; with `keys`, each batch also carries its epoch and sorted sample indices
+    (what an augmentation draw is keyed by)."""
 
     def __init__(self, loader: Loader, keys: bool = False) -> None:
         self.loader = loader
@@ -148,6 +157,7 @@ class Passes:
         self.fields = fixed(loader.dataset.fields)
         if loader.objects:  # the padded targets, read beside the images
             self.fields += loader.padder.padded_fields()
+        self.ends_early = False  # whether an empty batch ends a pass (see `fetch`)
         self._lock = threading.Lock()
         self._next = self._current = loader.epoch
 
@@ -155,32 +165,31 @@ class Passes:
         """Batches of the next pass."""
         return self.loader.sampler.batches(self.loader.pass_of(self._next))
 
-    def next_pass(self) -> tf.data.Dataset:
-        """The batch numbers of the pass a new iteration reads: the next one, started when
-        the iteration asks for its first batch (so the pass's reads may run in parallel, and a
-        resumed or shortened pass has its own length). No function is made per pass: each
-        costs a new iterator milliseconds."""
-        first, stop = tf.numpy_function(self._start, [], [tf.int64, tf.int64], stateful=True)
-        return tf.data.Dataset.range(tf.ensure_shape(first, []), tf.ensure_shape(stop, []))
-
-    def _start(self) -> tuple[np.int64, np.int64]:
+    def fetch(self, index: np.int64) -> list[np.ndarray]:
+        """Batch `index` of the pass being read, batch 0 starting the next pass; past the
+        pass's end, an empty batch (a resumed first pass ends there) or an error (a pass made
+        shorter by `load_state_dict` after the dataset was built: take at most `len` batches
+        of it, as BackupAndRestore makes Keras do)."""
+        index = int(index)
         with self._lock:
-            self._current, self._next = self._next, self._next + 1
+            if index == 0:
+                self._current, self._next = self._next, self._next + 1
             epoch = self._current
-        count = self.loader.sampler.batches(self.loader.pass_of(epoch))
-        return np.int64(epoch * PASS_STRIDE), np.int64(epoch * PASS_STRIDE + count)
+        if index < self.loader.sampler.batches(self.loader.pass_of(epoch)):
+            return self._read(epoch, index)
+        if self.ends_early:
+            return [np.empty((0, *f.shape), f.dtype) for f in self.fields] + self._empty_keys()
+        raise IndexError(f"batch {index} is past the end of this pass (epoch {epoch})")
 
-    def read_number(self, number: np.int64) -> list[np.ndarray]:
-        """Batch `number % PASS_STRIDE` of epoch `number // PASS_STRIDE` (its pass: the
-        loader's resumed one, or whole)."""
-        epoch, index = divmod(int(number), PASS_STRIDE)
-        return self._read(epoch, index)
+    def read_pair(self, pair: np.ndarray) -> list[np.ndarray]:
+        """Batch `pair[1]` of epoch `pair[0]` (its pass: the loader's resumed one, or whole)."""
+        return self._read(int(pair[0]), int(pair[1]))
 
-    def read(self, number: tf.Tensor) -> list[tf.Tensor]:
-        """The batch of a batch number read in the dataset's numpy_function: a pure function
-        of the number, so parallel maps may run it and checkpoints save its input."""
+    def call(self, read, argument: tf.Tensor, stateful: bool) -> list[tf.Tensor]:
+        """`read` (fetch, which moves the passes, or read_pair, a pure function of the pair
+        and so checkpointable) on `argument` as the dataset's numpy_function."""
         dtypes = [_tf_dtype(f) for f in self.fields] + [tf.int64] * (2 * self.keys)
-        return tf.numpy_function(self.read_number, [number], dtypes, stateful=False)
+        return tf.numpy_function(read, [argument], dtypes, stateful=stateful)
 
     def shaped(self, outputs: list[tf.Tensor], rows: int | None) -> dict[str, tf.Tensor]:
         """The numpy_function's outputs by name, with their static shapes."""
@@ -191,8 +200,7 @@ class Passes:
         return dict(zip(names, outputs, strict=True))
 
     def _read(self, epoch: int, index: int) -> list[np.ndarray]:
-        # ascending index order; one thread: the parallel map reads other batches meanwhile
-        arrays = self.loader.read(index, epoch=epoch, threads=1)
+        arrays = self.loader.read(index, epoch=epoch)  # ascending index order
         if self.loader.objects:
             padder = self.loader.padder
             targets = self.loader.ragged_targets(index, epoch, padder.names)
@@ -201,6 +209,9 @@ class Passes:
         if self.keys:
             out += [np.sort(self.loader.indices(index, epoch)), np.array(epoch, np.int64)]
         return out
+
+    def _empty_keys(self) -> list[np.ndarray]:
+        return [np.empty(0, np.int64), np.array(0, np.int64)] if self.keys else []
 
     def state_dict(self, batches: int = 0) -> dict:
         """The position after `batches` batches of the pass being read (JSON-ready)."""
