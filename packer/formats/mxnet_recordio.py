@@ -170,12 +170,11 @@ def decode_payload(payload: bytes) -> tuple[np.ndarray, np.ndarray | None]:
     if bytes(view[:4]) == RAW_MAGIC:
         return _decode_raw(view)
     image, png = split_encoded(view)
-    return _imdecode(image, cv2.IMREAD_COLOR_RGB, "image"), None if png is None else decode_mask(
-        png
-    )
+    mask = None if png is None else decode_mask(png)
+    return _imdecode(image, cv2.IMREAD_COLOR_RGB, "image"), mask
 
 
-def split_encoded(payload) -> tuple[memoryview, memoryview | None]:
+def split_encoded(payload: bytes | memoryview) -> tuple[memoryview, memoryview | None]:
     """(image file, mask PNG or None) of an encoded payload (any bytes-like): the mask trailer
     parsed, as views of `payload`."""
     view = memoryview(payload)
@@ -188,7 +187,7 @@ def split_encoded(payload) -> tuple[memoryview, memoryview | None]:
     return view[: end - length], view[end - length : end]
 
 
-def decode_encoded_into(payload, image: np.ndarray | None) -> np.ndarray | None:
+def decode_encoded_into(payload: bytes | memoryview, image: np.ndarray | None) -> np.ndarray | None:
     """Decode an encoded payload's image straight into `image` (a batch row, by
     `codec.decode_into`; None skips it); return its mask [H, W], or None without one."""
     data, png = split_encoded(payload)
@@ -200,7 +199,7 @@ def decode_encoded_into(payload, image: np.ndarray | None) -> np.ndarray | None:
     return None if png is None else decode_mask(png)
 
 
-def decode_mask(png) -> np.ndarray:
+def decode_mask(png: memoryview) -> np.ndarray:
     """A payload's mask PNG as the [H, W] array it holds (8- or 16-bit, unchanged)."""
     mask = _imdecode(png, cv2.IMREAD_UNCHANGED, "mask PNG")
     if mask.ndim != 2:
