@@ -169,17 +169,42 @@ def decode_payload(payload: bytes) -> tuple[np.ndarray, np.ndarray | None]:
     view = memoryview(payload)
     if bytes(view[:4]) == RAW_MAGIC:
         return _decode_raw(view)
-    mask = None
-    if len(view) >= MASK_TRAILER.size and bytes(view[-4:]) == MASK_MAGIC:
-        length, _ = MASK_TRAILER.unpack_from(view, len(view) - MASK_TRAILER.size)
-        end = len(view) - MASK_TRAILER.size
-        if length > end:
-            raise RecordIOError(f"mask trailer promises {length} bytes, the payload has {end}")
-        mask = _imdecode(view[end - length : end], cv2.IMREAD_UNCHANGED, "mask PNG")
-        if mask.ndim != 2:
-            raise RecordIOError(f"mask PNG decodes to shape {mask.shape}, expected 2 dimensions")
-        view = view[: end - length]
-    return _imdecode(view, cv2.IMREAD_COLOR_RGB, "image"), mask
+    image, png = split_encoded(view)
+    mask = None if png is None else decode_mask(png)
+    return _imdecode(image, cv2.IMREAD_COLOR_RGB, "image"), mask
+
+
+def split_encoded(payload: bytes | memoryview) -> tuple[memoryview, memoryview | None]:
+    """(image file, mask PNG or None) of an encoded payload (any bytes-like): the mask trailer
+    parsed, as views of `payload`."""
+    view = memoryview(payload)
+    if len(view) < MASK_TRAILER.size or bytes(view[-4:]) != MASK_MAGIC:
+        return view, None
+    length, _ = MASK_TRAILER.unpack_from(view, len(view) - MASK_TRAILER.size)
+    end = len(view) - MASK_TRAILER.size
+    if length > end:
+        raise RecordIOError(f"mask trailer promises {length} bytes, the payload has {end}")
+    return view[: end - length], view[end - length : end]
+
+
+def decode_encoded_into(payload: bytes | memoryview, image: np.ndarray | None) -> np.ndarray | None:
+    """Decode an encoded payload's image straight into `image` (a batch row, by
+    `codec.decode_into`; None skips it); return its mask [H, W], or None without one."""
+    data, png = split_encoded(payload)
+    if image is not None:
+        try:
+            codec.decode_into(data, image)
+        except codec.CodecError as exc:
+            raise RecordIOError(f"image: {exc}") from None
+    return None if png is None else decode_mask(png)
+
+
+def decode_mask(png: memoryview) -> np.ndarray:
+    """A payload's mask PNG as the [H, W] array it holds (8- or 16-bit, unchanged)."""
+    mask = _imdecode(png, cv2.IMREAD_UNCHANGED, "mask PNG")
+    if mask.ndim != 2:
+        raise RecordIOError(f"mask PNG decodes to shape {mask.shape}, expected 2 dimensions")
+    return mask
 
 
 def _decode_raw(view: memoryview) -> tuple[np.ndarray, np.ndarray | None]:

@@ -38,6 +38,7 @@ from .mxnet_recordio import (
     RAW_HEADER,
     RecordIOReader,
     check_record_size,
+    decode_encoded_into,
     decode_payload,
     encode_payload,
     frame,
@@ -241,14 +242,19 @@ class RecordIOShardReader:
             self._decode_into(int(local[j]), out, j)
 
     def _decode_into(self, position: int, out: dict[str, np.ndarray], row: int) -> None:
-        """One record through the general path: join chunks, unpack, decode, check, copy."""
+        """One record through the general path: join chunks, unpack, decode, check, copy; an
+        encoded image decodes straight into its row, checked there (`decode_encoded_into`)."""
         header, payload = self.reader[position]
-        places = self.places
+        places, rows = self.places, out.get(self.places.image.name)
         try:
             payload, values = recordio_fields.split(payload, places.trailer)
             if places.objects is not None:
                 payload = recordio_objects.split_trailer(payload)[0]
-            image, mask = decode_payload(payload)
+            if self.decodes:  # the image straight into its row
+                image = None if rows is None else rows[row]
+                mask = decode_encoded_into(payload, image)
+            else:
+                image, mask = decode_payload(payload)
         except RecordIOError as exc:
             raise RecordIOError(f"{self.rec}: record {position}: {exc}") from None
         values[places.image.name] = image
@@ -258,10 +264,17 @@ class RecordIOShardReader:
             values[places.label.name] = header.label
         for name, array in out.items():
             value = values.get(name)
+            if self.decodes and name == places.image.name:
+                continue  # already in its row
             if value is None or np.shape(value) != array.shape[1:]:
                 raise RecordIOError(
                     f"{self.rec}: record {position}: {name} of shape {np.shape(value)}, "
                     f"the manifest says {array.shape[1:]}"
+                )
+            if (value is image or value is mask) and value.dtype.name != array.dtype.name:
+                raise RecordIOError(
+                    f"{self.rec}: record {position}: {name} of type {value.dtype.name}, "
+                    f"the manifest says {array.dtype.name}"
                 )
             array[row] = value
 

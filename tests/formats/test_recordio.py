@@ -406,6 +406,49 @@ def test_corrupt_raw_records_name_the_file_and_record(tmp_path):
     reader.close()
 
 
+def test_encoded_records_decode_into_the_rows_and_misfits_are_refused_naming_them(tmp_path):
+    """A JPEG shard's images decode straight into the batch rows (`decode_payload`'s pixels),
+    masks exact; a grey, misshapen or cut image, or a mask of another type, is refused in one
+    line naming the file and the record."""
+    root, shard, records = magic_shard(tmp_path, "jpeg")
+    rec = root / "train" / f"{shard['name']}.rec"
+    fields = fields_for("segmentation", (8, 4), np.dtype(np.uint8))
+    options = {**fmt.OPTIONS, "encoding": "jpeg"}
+    out = {"images": np.zeros((5, 4, 8, 3), np.uint8), "masks": np.zeros((5, 4, 8), np.uint8)}
+    reader = fmt.open_shard(root, "train", shard, fields, options)
+    reader.read_into(np.arange(5), out)
+    reader.close()
+    with RecordIOReader(rec) as rio:
+        stored = [rio[i] for i in range(5)]
+    for j, (_, payload) in enumerate(stored):
+        image, mask = decode_payload(payload)
+        assert np.array_equal(out["images"][j], image)
+        assert np.array_equal(out["masks"][j], mask) and np.array_equal(mask, records[j]["masks"])
+    image, mask = records[2]["images"], records[2]["masks"]
+    grey = r"image: decodes to uint8 \[4, 8\], the manifest says uint8 \[4, 8, 3\]"
+    misfits = {
+        grey: encode_payload(image[..., 0], mask, "jpeg", 90),
+        r"image: decodes to uint8 \[8, 8, 3\]": encode_payload(
+            np.vstack([image] * 2), None, "jpeg", 90
+        ),
+        r"image: .* \(cut short\)": encode_payload(image, None, "jpeg", 90)[:-20],
+        "masks of type uint16, the manifest says uint8": encode_payload(
+            image, mask.astype("<u2"), "jpeg", 90
+        ),
+    }
+    for problem, payload in misfits.items():
+        framed = [
+            frame(pack_record(h, payload if i == 2 else p)) for i, (h, p) in enumerate(stored)
+        ]
+        rec.write_bytes(b"".join(framed))
+        offsets = np.cumsum([0] + [len(f) for f in framed])[:-1].tolist()
+        rec.with_suffix(".idx").write_text("".join(f"{k}\t{o}\n" for k, o in enumerate(offsets)))
+        reader = fmt.open_shard(root, "train", shard, fields, options)
+        with pytest.raises(RecordIOError, match=rf"^[^\n]*{rec.name}: record 2: {problem}[^\n]*$"):
+            reader.read_into(np.arange(5), out)
+        reader.close()
+
+
 # ---------------------------------------------------------------- MXNet and DALI, where installed
 
 
