@@ -28,6 +28,9 @@ PNG_PARAMS = [cv2.IMWRITE_PNG_COMPRESSION, 1]
 # What each encoding stores: sample types and band counts (JPEG is 8-bit; 1 or 3 bands).
 STORES = {"jpeg": (("uint8",), (1, 3)), "png": (("uint8", "uint16"), (1, 3))}
 JPEG_START, JPEG_END = b"\xff\xd8", b"\xff\xd9"  # a JPEG's first and last markers
+PNG_START = b"\x89PNG\r\n\x1a\n"
+PNG_COLOUR_TYPE = 25  # the IHDR byte: 0 grey, 2 RGB (what packer writes), 3, 4, 6 others
+PNG_BANDS = {0: 1, 2: 3}
 SCRATCH_OFFSET = 16  # bytes past a 64-byte boundary: libjpeg-turbo's faster stores (see above)
 _scratch = threading.local()  # each decoding thread's scratch images, by shape
 
@@ -88,6 +91,7 @@ def decode_into(payload, out: np.ndarray) -> None:
         _decode_jpeg(buffer, out)
         return
     bands = out.shape[2] if out.ndim == 3 else 1
+    _check_png_bands(buffer, bands)  # OpenCV's flags below would make them fit, quietly
     flags = (cv2.IMREAD_COLOR_RGB if bands == 3 else cv2.IMREAD_GRAYSCALE) | cv2.IMREAD_ANYDEPTH
     try:
         pixels = cv2.imdecode(buffer, flags) if len(buffer) else None
@@ -101,6 +105,16 @@ def decode_into(payload, out: np.ndarray) -> None:
             f"{out.dtype.name} {list(out.shape)}"
         )
     np.copyto(out, pixels.reshape(out.shape))
+
+
+def _check_png_bands(buffer: np.ndarray, bands: int) -> None:
+    """A CodecError when a PNG payload's colour type (grey 0, RGB 2, as packer writes them)
+    is not the field's band count; other payloads pass (OpenCV judges them)."""
+    if buffer[:8].tobytes() != PNG_START or len(buffer) < 26:
+        return
+    colour = int(buffer[PNG_COLOUR_TYPE])
+    if PNG_BANDS.get(colour) != bands:
+        raise CodecError(f"a PNG of colour type {colour}, the manifest says {bands} band(s)")
 
 
 def _decode_jpeg(buffer: np.ndarray, out: np.ndarray) -> None:

@@ -242,6 +242,11 @@ def test_the_codec_refuses_what_it_cannot_store():
         codec.decode_into(b"not an image", out)
     with pytest.raises(codec.CodecError, match=r"decodes to uint8 \[4, 6, 3\].*\[5, 6, 3\]"):
         codec.decode_into(codec.encode(out, "png", 90), np.empty((5, 6, 3), np.uint8))
+    grey = codec.encode(out[..., 0], "png", 90)  # OpenCV's RGB flag would make it 3 bands
+    with pytest.raises(codec.CodecError, match="colour type 0, the manifest says 3 band"):
+        codec.decode_into(grey, out)
+    with pytest.raises(codec.CodecError, match="colour type 2, the manifest says 1 band"):
+        codec.decode_into(codec.encode(out, "png", 90), np.empty((4, 6, 1), np.uint8))
 
 
 def test_jpeg_decodes_as_opencv_and_refuses_what_opencv_refuses():
