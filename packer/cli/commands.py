@@ -58,7 +58,8 @@ def command_line(ctx: click.Context) -> str:
 
 PACK_HELP = """Pack SRC (a folder; a .lst, .csv, .tsv or .jsonl list, with label columns if it
 has them; a Parquet file; or a Hugging Face dataset folder: Hub Parquet files or a
-save_to_disk folder) into already-decoded shards.
+save_to_disk folder), here or at a URL (s3://, gs://; hf://datasets/OWNER/NAME with
+huggingface_hub installed), into already-decoded shards.
 
 Without --out the pack goes to SRC-FORMAT/ beside SRC. Re-running an interrupted pack
 finishes it; re-running a finished one does nothing, or, when sources were added, removed or
