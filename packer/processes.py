@@ -90,11 +90,26 @@ def _is_main_guard(node: ast.stmt) -> bool:
 def one_opencv_thread() -> None:
     """In a worker process: OpenCV on one thread, as the workers are the parallelism (its
     default, a thread per core in every worker, oversubscribes the cores). Only in a spawned
-    worker, or one forked from a parent that never ran OpenCV's thread pool (a pack's): in a
-    fork of one that did, cv2.setNumThreads can hang on the pool the fork copied."""
+    worker: in a fork of a parent that ran OpenCV's thread pool (a script that resized, a
+    compressed pack's plan), cv2.setNumThreads hangs on the pool the fork copied about every
+    other time; forked workers get the count from `one_opencv_thread_while_forking`."""
     import cv2
 
     cv2.setNumThreads(1)
+
+
+@contextlib.contextmanager
+def one_opencv_thread_while_forking() -> Iterator[None]:
+    """OpenCV on one thread in this process while it forks workers, its own count again after:
+    the workers start with one thread and a pool at rest, set here where the threads exist."""
+    import cv2
+
+    before = cv2.getNumThreads()
+    cv2.setNumThreads(1)
+    try:
+        yield
+    finally:
+        cv2.setNumThreads(before)
 
 
 def die_with_parent(parent_pid: int) -> None:

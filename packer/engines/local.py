@@ -8,6 +8,7 @@ the parent and runs OpenCV on one thread (the pool is the parallelism).
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import multiprocessing
 import os
@@ -15,7 +16,13 @@ import signal
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
-from ..processes import die_with_parent, main_hidden, one_opencv_thread, start_method
+from ..processes import (
+    die_with_parent,
+    main_hidden,
+    one_opencv_thread,
+    one_opencv_thread_while_forking,
+    start_method,
+)
 from . import cpu_count
 
 _converter: Any = None  # this worker process's converter, set by _init_worker
@@ -31,6 +38,7 @@ class LocalEngine:
         self.workers = workers or cpu_count()
         self._pool: ProcessPoolExecutor | None = None
         self._spawned = False
+        self._started = False  # whether the first submit has started the workers
 
     def start(self, converter: Any) -> None:
         context = multiprocessing.get_context(start_method())
@@ -44,14 +52,20 @@ class LocalEngine:
             self.workers,
             mp_context=context,
             initializer=_init_worker,
-            initargs=(converter, os.getpid()),
+            initargs=(converter, os.getpid(), self._spawned),
         )
+        self._started = False
 
     def submit(self, method: str, *args: Any) -> Future:
         assert self._pool is not None, "start() the engine first"
-        # The first submits start the worker processes: hide the caller's script from them.
-        with main_hidden(self._spawned):
-            return self._pool.submit(_call, method, *args)
+        # The first submits start the worker processes (spawned, one a submit; forked, all at
+        # the first): hide the caller's script from them, and fork with OpenCV's pool at rest.
+        forks = not (self._spawned or self._started)
+        opencv = one_opencv_thread_while_forking() if forks else contextlib.nullcontext()
+        with main_hidden(self._spawned), opencv:
+            future = self._pool.submit(_call, method, *args)
+        self._started = True
+        return future
 
     def stop(self, cancel: bool = False) -> None:
         if self._pool is None:
@@ -63,12 +77,14 @@ class LocalEngine:
         self._pool = None
 
 
-def _init_worker(converter: Any, parent_pid: int) -> None:
-    """Per-process set-up: keep the converter, ignore Ctrl-C, die with the parent, one thread."""
+def _init_worker(converter: Any, parent_pid: int, spawned: bool) -> None:
+    """Per-process set-up: keep the converter, ignore Ctrl-C, die with the parent, one OpenCV
+    thread (a forked worker has it from its parent, see `LocalEngine.submit`)."""
     global _converter
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     die_with_parent(parent_pid)
-    one_opencv_thread()
+    if spawned:
+        one_opencv_thread()
     _converter = converter
 
 

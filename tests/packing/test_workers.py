@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 
@@ -88,3 +89,32 @@ def test_spawned_workers_do_not_re_import_the_training_script(cls_src, tmp_path)
         timeout=300,
     )
     assert result.stdout.splitlines() == ["main script imported", "packed"]
+
+
+def test_workers_start_after_the_caller_ran_opencvs_thread_pool(tmp_path):
+    """A script that resized big images with OpenCV (whose pool then has threads), then packs
+    with workers, as a compressed pack's plan does itself (its stored-size estimate): the forked
+    workers start and the pack ends, where setting OpenCV's threads in a fork of a running pool
+    hung about half the workers (each try in a fresh process, with a deadline)."""
+    for i in range(6):
+        picture = np.random.default_rng(i).integers(0, 256, (720, 960, 3), np.uint8)
+        Image.fromarray(picture).save(tmp_path / f"{'ab'[i % 2]}_{i}.png")
+        (tmp_path / "list.csv").open("a").write(f"{'ab'[i % 2]}_{i}.png,{'ab'[i % 2]}\n")
+    code = (
+        "import cv2, numpy as np, packer\n"
+        "big = np.zeros((720, 960, 3), np.uint8)\n"
+        "for _ in range(3): cv2.resize(big, (480, 352), interpolation=cv2.INTER_AREA)\n"
+        f"ds = packer.pack({str(tmp_path / 'list.csv')!r}, out={str(tmp_path / 'p')!r}, "
+        "size=(480, 352), encoding='jpeg', workers=2, progress=False)\n"
+        "print(ds['train'].count)\n"
+    )
+    for attempt in range(3):
+        shutil.rmtree(tmp_path / "p", ignore_errors=True)
+        try:
+            done = subprocess.run(
+                [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+            )
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"the pack hung (try {attempt + 1})") from None
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert done.stdout.split()[-1] == "6"
