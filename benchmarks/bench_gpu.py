@@ -9,6 +9,10 @@ Feeds (each: warm-up steps, then --steps timed steps of --batch images at 224x22
   (c) packer cpu  the same augmentation in the DataLoader workers (NumPy/OpenCV)
   (d) jpeg folder torchvision ImageFolder + transforms.v2 decoding the JPEGs every step, the
                   same workers (what users run today)
+  (e) jpeg nvjpeg the same images packed as JPEG q90 (a tenth of the bytes), decode_device=
+                  "cuda": the workers hand over the payloads, nvJPEG decodes each batch in the
+                  DataLoader's pin-memory thread, the augmentation of (b) after it on the GPU
+  (f) jpeg workers that JPEG pack decoded by the workers (libjpeg-turbo), augmented as (b)
 Model: torchvision's ResNet-50, bf16 autocast, channels_last, SGD; images normalised on the
 GPU. The data: --images synthetic JPEGs around 500x375 in 10 class folders, made here.
 
@@ -21,6 +25,8 @@ torchvision and matplotlib (the benchmarks' environment). `--smoke` runs the sam
 CPU with a small model and few images, to check the script where there is no GPU.
 
     python benchmarks/bench_gpu.py [--images 20000] [--steps 200] [--workers 12] --out DIR
+    python benchmarks/bench_gpu.py --images 12000 --steps 150 --feeds abef --extras executors \
+        --read-batches 40 --out DIR       # compressed packs on the GPU (issue 39's must-hold 5)
 """
 
 from __future__ import annotations
@@ -214,18 +220,42 @@ def epochs(dataset, loader: DataLoader) -> Iterator:
         epoch += 1
 
 
-def packer_feed(pack: Path, batch: int, workers: int, device: str | None) -> tuple:
+def packer_feed(
+    pack: Path, batch: int, workers: int, device: str | None, decode: str | None = None
+) -> tuple:
+    """packer.torch over `pack`: augmented on `device` (None: in the workers), a JPEG pack's
+    images decoded on `decode` (None: in the workers)."""
     dataset = packer.torch.PackedDataset(
         pack,
         "train",
         batch_size=batch,
         shuffle=True,
         augment=augment(),
-        augment_device=device,
+        augment_device=None if decode else device,
+        decode_device=decode,
         layout="NCHW",
         drop_remainder=True,
     )
     return dataset, _loader(dataset, None, workers)
+
+
+def read_rate(batches: Iterator, count: int, device: torch.device) -> float:
+    """Images a second the feed delivers on `device`, finished (decoded, augmented), no model."""
+    for _ in range(5):
+        next(batches)[0].to(device)
+    _sync(device)
+    start, images = time.perf_counter(), 0
+    for _ in range(count):
+        x, y = next(batches)
+        x.to(device, non_blocking=True)
+        images += len(y)
+    _sync(device)
+    return images / (time.perf_counter() - start)
+
+
+def pack_bytes(pack: Path) -> int:
+    """Bytes on disk of the pack's train split."""
+    return sum(f.stat().st_size for f in (pack / "train").rglob("*") if f.is_file())
 
 
 def folder_feed(src: Path, batch: int, workers: int) -> tuple:
@@ -425,7 +455,11 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=min(12, (os.cpu_count() or 2) - 2))
     parser.add_argument("--work", type=Path, default=None)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
-    parser.add_argument("--feeds", default="abcd", help="which of the feeds to run")
+    parser.add_argument("--feeds", default="abcd", help="which of the feeds to run (abcdef)")
+    parser.add_argument(
+        "--extras", default="pins,executors", help="also: pins (slots A/B), executors (agree)"
+    )
+    parser.add_argument("--read-batches", type=int, default=0, help="feeds' read rates, no model")
     parser.add_argument("--smoke", action="store_true", help="CPU, small model, few images")
     args = parser.parse_args()
     device = torch.device("cpu" if args.smoke else "cuda")
@@ -450,6 +484,13 @@ def main() -> None:
     pack = work / "pack-npy"
     packer.pack(src, out=pack, format="npy", size=(PACKED, PACKED), workers=os.cpu_count())
     print(f"packed them at {PACKED}x{PACKED} in {time.perf_counter() - t:.1f} s", flush=True)
+    jpeg = work / "pack-jpeg"
+    if set(args.feeds) & set("ef"):
+        t = time.perf_counter()
+        packer.pack(src, out=jpeg, format="npy", size=(PACKED, PACKED), encoding="jpeg",
+                    quality=90, workers=os.cpu_count())  # fmt: skip
+        print(f"packed them as JPEG q90 in {time.perf_counter() - t:.1f} s", flush=True)
+    decoded = device.type  # nvJPEG on a GPU; packer's decoder where the batch lands in a smoke
 
     sampler = Sampler()
     sampler.start()
@@ -463,7 +504,12 @@ def main() -> None:
               lambda: packer_feed(pack, args.batch, args.workers, None)),
         "d": ("(d) ImageFolder + transforms.v2",
               lambda: folder_feed(src, args.batch, args.workers)),
+        "e": ("(e) JPEG pack, nvJPEG decode + CUDA augment",
+              lambda: packer_feed(jpeg, args.batch, args.workers, device.type, decoded)),
+        "f": ("(f) JPEG pack, decoded in workers, CUDA augment",
+              lambda: packer_feed(jpeg, args.batch, args.workers, device.type)),
     }  # fmt: skip
+    packs = {"b": pack, "c": pack, "e": jpeg, "f": jpeg}
     shown = {k: v for k, v in vars(args).items() if k not in ("work", "out")}
     summary = {"info": info, "args": shown,
                "feeds": results, "pinned_slots": [], "executors": {}}  # fmt: skip
@@ -472,6 +518,10 @@ def main() -> None:
         made = make()
         batches = made[1] if made[0] is None else epochs(*made)
         results.append(run_feed(name, batches, trainer, sampler, args.warmup, args.steps))
+        if key in packs:
+            results[-1]["bytes_per_image"] = pack_bytes(packs[key]) / args.images
+        if args.read_batches and key != "a":
+            results[-1]["read_img_per_s"] = read_rate(batches, args.read_batches, device)
         print(json.dumps(results[-1]), flush=True)
         del made, batches
         save(summary, sampler.rows, args.out)
@@ -480,16 +530,19 @@ def main() -> None:
     for row in results:
         row["of_ceiling"] = row["img_per_s"] / ceiling if ceiling else None
     save(summary, sampler.rows, args.out)
-    pins = pinned_slots_ab(pack, args.batch, args.workers, 60 if not args.smoke else 5, device)
-    summary["pinned_slots"] = pins
-    save(summary, sampler.rows, args.out)
-    agree = executors_agree(pack, device, 64 if not args.smoke else 8)
-    try:
-        agree["targets"] = targets_agree(device, 64 if not args.smoke else 4)
-    except ImportError as error:  # a revision without detection targets
-        agree["targets"] = f"not checked: {error}"
-    summary["executors"] = agree
-    save(summary, sampler.rows, args.out)
+    pins, agree = [], {}
+    if "pins" in args.extras:
+        pins = pinned_slots_ab(pack, args.batch, args.workers, 60 if not args.smoke else 5, device)
+        summary["pinned_slots"] = pins
+        save(summary, sampler.rows, args.out)
+    if "executors" in args.extras:
+        agree = executors_agree(pack, device, 64 if not args.smoke else 8)
+        try:
+            agree["targets"] = targets_agree(device, 64 if not args.smoke else 4)
+        except ImportError as error:  # a revision without detection targets
+            agree["targets"] = f"not checked: {error}"
+        summary["executors"] = agree
+        save(summary, sampler.rows, args.out)
     try:
         plot(sampler.rows, args.out / "gpu_util.png")
     except ImportError as error:
@@ -501,10 +554,12 @@ def main() -> None:
     )
     feeds_table = [
         [row["feed"], row["img_per_s"], f"{row['of_ceiling']:.3f}" if row["of_ceiling"] else "-",
-         f"{row['busy_median']:.0f}", f"{row['busy_mean']:.1f}"]
+         f"{row['busy_median']:.0f}", f"{row['busy_mean']:.1f}",
+         f"{row['bytes_per_image'] / 1000:.1f}" if "bytes_per_image" in row else "-",
+         f"{row['read_img_per_s']:.0f}" if "read_img_per_s" in row else "-"]
         for row in results
     ]  # fmt: skip
-    headers = ["feed", "img/s", "x (a)", "busy med", "busy mean"]
+    headers = ["feed", "img/s", "x (a)", "busy med", "busy mean", "KB/image", "read img/s"]
     harness.report("ResNet-50 fed four ways", headers, feeds_table, notes)
     slots = [
         [row["slots"], f"{row.get('batches_per_s', float('nan')):.1f}",
@@ -512,7 +567,8 @@ def main() -> None:
          str(row.get("is_pinned", ""))]
         for row in pins
     ]  # fmt: skip
-    print(harness.table(["hand-off slots", "batch/s", "ms/batch", "H2D GB/s", "pinned"], slots))
+    if slots:
+        print(harness.table(["hand-off slots", "batch/s", "ms/batch", "H2D GB/s", "pinned"], slots))
     print(f"\nCUDA executor vs NumPy: {json.dumps(agree)}")
 
 

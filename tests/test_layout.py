@@ -17,6 +17,7 @@ ROOT = Path(packer.__file__).parent
 TORCH_ADAPTER = {
     "torch/dataset.py",
     "torch/compat.py",
+    "torch/decode.py",
     "torch/device.py",
     "torch/pinning.py",
     "torch/slots.py",

@@ -334,6 +334,11 @@ class NpyShardReader:
             }
         return self._encoded
 
+    def payloads_of(self, local: np.ndarray, name: str) -> list[np.ndarray]:
+        """Encoded field `name`'s payloads of records `local`, undecoded (views of the map)."""
+        values, offsets = self.encoded()[name]
+        return [values[offsets[i] : offsets[i + 1]] for i in local.tolist()]
+
     def maps(self) -> dict[str, np.ndarray]:
         """Each field's records: plain ndarray views of the memmaps (a memmap's `take` pays
         for its subclass, 1.5x a view's on a small batch)."""

@@ -273,14 +273,26 @@ class TFRecordShardReader:
                 for row, i in enumerate(local.tolist()):
                     array[row] = self._field(data, i, name)
 
-    def _decode_into(self, data: mmap.mmap, i: int, name: str, out: np.ndarray) -> None:
-        """Decode the payload of an encoded field of record `i` (its kind's first key's one
-        bytes value) into `out`."""
+    def payloads_of(self, local: np.ndarray, name: str) -> list[memoryview]:
+        """Encoded field `name`'s payloads of records `local`, undecoded (views of the map)."""
+        data = self._verify(local)
+        return [self._payload(data, i, name) for i in local.tolist()]
+
+    def _payload(self, data: mmap.mmap, i: int, name: str) -> memoryview:
+        """The payload of an encoded field of record `i`: its kind's first key's one bytes
+        value."""
         start, stop = int(self._starts[i]), int(self._starts[i] + self._lengths[i])
         try:
             lists = decode_lists(data, start, stop)
-            codec.decode_into(tfrecord_objects.Example(lists, data).raw(self.encoded[name]), out)
+            return tfrecord_objects.Example(lists, data).raw(self.encoded[name])
         except (ValueError, IndexError, KeyError) as exc:
+            raise OSError(f"{self.path}: record {i}: {exc}") from exc
+
+    def _decode_into(self, data: mmap.mmap, i: int, name: str, out: np.ndarray) -> None:
+        """Decode the payload of an encoded field of record `i` into `out`."""
+        try:
+            codec.decode_into(self._payload(data, i, name), out)
+        except ValueError as exc:
             raise OSError(f"{self.path}: record {i}: {exc}") from exc
 
     def _verify(self, local: np.ndarray) -> mmap.mmap:

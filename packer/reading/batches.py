@@ -62,6 +62,7 @@ class BatchReader:
         indices: np.ndarray,
         out: dict[str, np.ndarray] | None = None,
         ordered: bool = False,
+        leave: Collection[str] = (),
     ) -> dict[str, np.ndarray]:
         """Arrays for `indices`, in ascending index order (sorted reads are sequential), or in
         the order asked with `ordered=True` (one more copy of the batch).
@@ -69,11 +70,13 @@ class BatchReader:
         `out` (field name -> array of len(indices) records) receives the records, e.g. a
         shared-memory slot or a pinned buffer; without it the arrays come from a pool: once
         every reference to a batch is dropped, a later read may fill the same memory again.
+        Fields named in `leave` (encoded ones, whose `payloads` the caller takes) may be
+        missing from `out` and are then not read.
         """
         indices = np.asarray(indices, dtype=np.int64)
         if ordered:
             permutation = np.argsort(indices, kind="stable")
-            batch = self.read(indices, out)
+            batch = self.read(indices, out, leave=leave)
             inverse = np.empty_like(permutation)
             inverse[permutation] = np.arange(len(permutation))
             for array in batch.values():
@@ -87,7 +90,7 @@ class BatchReader:
         if out is None:
             out = self.buffers.take(len(order))
         else:
-            self._check_out(out, len(order))
+            self._check_out(out, len(order), leave)
         if len(self.shards) == 1 and self.cache is None:  # one run: no cutting, no views
             gather.read([(self.shards[0], order, out)])
             return out
@@ -148,10 +151,25 @@ class BatchReader:
         f = next(f for f in self.object_fields if f.name == name)
         return np.zeros((0, *f.shape), f.dtype)
 
-    def _check_out(self, out: dict[str, np.ndarray], count: int) -> None:
+    def payloads(self, indices: np.ndarray, name: str) -> list:
+        """Encoded field `name`'s payloads (bytes-like, undecoded) of sorted `indices`, in
+        that order: what a reader that decodes elsewhere (a GPU) takes instead of pixels."""
+        order = np.asarray(indices, dtype=np.int64)
+        found = []
+        for shard, start, stop in self._runs(order):
+            if self.cache is not None:
+                self.cache.ensure(self._data_files(shard))
+            found += self.shards[shard].payloads_of(
+                order[start:stop] - self.split.offsets[shard], name
+            )
+        return found
+
+    def _check_out(self, out: dict[str, np.ndarray], count: int, leave: Collection[str]) -> None:
         """Caller-supplied arrays must match the fields' record shapes and dtypes exactly."""
         for f in self.fields:
             array = out.get(f.name)
+            if array is None and f.name in leave:
+                continue
             expected = (count, *f.shape)
             if array is None or array.shape != expected or array.dtype != np.dtype(f.dtype):
                 got = "missing" if array is None else f"{array.shape} {array.dtype}"

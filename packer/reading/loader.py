@@ -195,14 +195,25 @@ class Loader:
         return self.sampler.batch(self.pass_of(epoch), index)
 
     def read(
-        self, index: int, epoch: int | None = None, out: dict[str, np.ndarray] | None = None
+        self,
+        index: int,
+        epoch: int | None = None,
+        out: dict[str, np.ndarray] | None = None,
+        leave: Collection[str] = (),
     ) -> dict[str, np.ndarray]:
-        """The field arrays of batch `index`, untransformed, into `out` when given."""
+        """The field arrays of batch `index`, untransformed, into `out` when given (without
+        the fields in `leave` that `out` lacks: see `payloads`)."""
         p = self.pass_of(epoch)
         indices = self.sampler.batch(p, index)
         if self.sampler.shuffle == "windows":
             self._prefetch_windows(p, index)
+        if leave:  # only a pack's own BatchReader leaves fields (mixtures decode them)
+            return self.split.reader.read(indices, out, leave=leave)
         return self.split.reader.read(indices, out)
+
+    def payloads(self, index: int, name: str, epoch: int | None = None) -> list:
+        """Encoded field `name`'s payloads of batch `index`, undecoded, in the rows' order."""
+        return self.split.reader.payloads(np.sort(self.indices(index, epoch)), name)
 
     def batch(self, index: int, epoch: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """`(images, targets)` of batch `index`, augmented, normalised and one-hot as asked;

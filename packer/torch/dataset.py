@@ -36,6 +36,7 @@ from ..reading.loader import Loader
 from ..reading.options import BATCH_SIZE, SPLIT, takes
 from ..reading.position import ENCODED_LENGTH, Pass
 from . import compat as torch_compat
+from . import decode as torch_decode
 from . import device as torch_device
 from .options import TARGET_DTYPES, IterableOptions, TorchOptions
 from .slots import Handed, SlotFilling, as_tensors
@@ -76,6 +77,7 @@ class _Packed(SlotFilling):
         shuffle_window: int | None = None,
         layout: str = "NHWC",
         augment_device: str | torch.device | None = None,
+        decode_device: str | torch.device | None = None,
         target_dtype: str | torch.dtype | None = None,
     ) -> None:
         self._open(path, split, batch_size, TorchOptions.of(locals()))
@@ -102,7 +104,11 @@ class _Packed(SlotFilling):
             for f in self.loader.dataset.fields
             if f.name in targets.fixed
         }
-        self._finish = None if o.augment_device is None else self._device_finish(o.augment_device)
+        device = o.augment_device
+        if o.decode_device is not None:  # decoded, then augmented, there
+            device = torch_decode.decode_device(self.loader, o.decode_device, o.augment_device)
+        self._decoding = o.decode_device is not None
+        self._finish = None if device is None else self._device_finish(device)
         self._position = torch.zeros(ENCODED_LENGTH, dtype=torch.int64).share_memory_()
         self._seen: list[int] | None = None  # the position's numbers `_sync` last took
         self._publish()
@@ -162,6 +168,8 @@ class _Packed(SlotFilling):
         worker = get_worker_info()
         if worker is not None:
             gather.share_cores(worker.num_workers)  # the workers share the cores
+        if self._decoding:  # JPEG payloads, decoded where the batch lands
+            return self._encoded_batch(index)
         if self.loader.objects:  # per image a dict of tensors, torchvision's detection input
             if worker is not None and handoff.AVAILABLE:
                 handed = self._objects_into_slot(index)
@@ -289,6 +297,7 @@ class PackedIterable(_Packed, IterableDataset):
         shuffle_window: int | None = None,
         layout: str = "NHWC",
         augment_device: str | torch.device | None = None,
+        decode_device: str | torch.device | None = None,
         target_dtype: str | torch.dtype | None = None,
     ) -> None:
         self._open(path, split, batch_size, IterableOptions.of(locals()))

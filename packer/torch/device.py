@@ -32,25 +32,27 @@ def distributed(rank: int | None, world_size: int | None) -> tuple[int, int]:
     return rank, world_size
 
 
-def device_of(name: Any) -> torch.device:
-    """`augment_device` as a torch.device, refused with a one-line reason when unusable."""
+def device_of(name: Any, option: str = "augment_device") -> torch.device:
+    """`option` (augment_device or decode_device) as a torch.device, refused with a one-line
+    reason when unusable."""
+    work = option.split("_")[0]  # what the option moves: augment, decode
     try:
         device = torch.device(name)
     except (RuntimeError, TypeError) as error:
-        raise ValueError(f"augment_device {name!r} is not a torch device ({error})") from None
+        raise ValueError(f"{option} {name!r} is not a torch device ({error})") from None
     if device.type == "cpu":
         return device
     if device.type == "cuda":
         if not torch.cuda.is_available():
             raise ValueError(
-                f"augment_device={name!r}, but torch sees no CUDA device here (torch.cuda."
-                "is_available() is False); use augment_device=None to augment on the CPU"
+                f"{option}={name!r}, but torch sees no CUDA device here (torch.cuda."
+                f"is_available() is False); use {option}=None to {work} on the CPU"
             )
         count = torch.cuda.device_count()
         if device.index is not None and device.index >= count:
             raise ValueError(
-                f"augment_device={name!r}, but torch sees {count} CUDA device(s) here: "
-                f"use cuda:0 to cuda:{count - 1}, or augment_device=None to augment on the CPU"
+                f"{option}={name!r}, but torch sees {count} CUDA device(s) here: "
+                f"use cuda:0 to cuda:{count - 1}, or {option}=None to {work} on the CPU"
             )
         return device
     try:  # another kind (mps, xpu, ...): usable only where torch can put a tensor on it
@@ -58,8 +60,8 @@ def device_of(name: Any) -> torch.device:
     except Exception as error:
         reason = (str(error).strip() or type(error).__name__).splitlines()[0].split(". ")[0]
         raise ValueError(
-            f"augment_device={name!r} is a device torch cannot use here ({reason}); "
-            'use "cuda" on a GPU, or augment_device=None to augment on the CPU'
+            f"{option}={name!r} is a device torch cannot use here ({reason}); "
+            f'use "cuda" on a GPU, or {option}=None to {work} on the CPU'
         ) from None
     return device
 
@@ -77,12 +79,13 @@ class DeviceFinish:
     target_dtype: torch.dtype = torch.int64  # class ids; one-hot rows too when it is a float
 
     def __call__(
-        self, images: torch.Tensor, targets: torch.Tensor, params: AugmentParams
+        self, images: torch.Tensor, targets: torch.Tensor, params: AugmentParams | None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         device = self.device
         images = images.to(device, non_blocking=True)
         targets = targets.to(device, non_blocking=True)
-        images, targets = self.moved(images, targets, params)
+        if params is not None:  # None: nothing to augment (a batch only decoded here)
+            images, targets = self.moved(images, targets, params)
         images = self.normalised(images)
         if self.one_hot:  # ids outside 0..C-1 (the ignore index) become zero rows
             ids = targets.long()

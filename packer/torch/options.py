@@ -40,6 +40,13 @@ class TorchOptions(LoaderOptions):
         "DeviceBatch that unpacking warps there in one batched call.",
         shown="the workers, with NumPy/OpenCV",
     )
+    decode_device: str | torch.device | None = option(
+        None,
+        'Where a JPEG-encoded pack\'s images are decoded ("cuda": nvJPEG through torchvision, '
+        "a batch at a time): the workers hand over the payloads, a tenth of the pixels' bytes, "
+        "and augment, normalize and one_hot run on that device after the decode.",
+        shown="the workers, with libjpeg-turbo",
+    )
     target_dtype: str | torch.dtype | None = option(
         None,
         f"The targets' dtype, one of {', '.join(TARGET_DTYPES)} (uint8 keeps the stored "

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from torch.utils.data import get_worker_info
 
 from ..reading import handoff
+from . import decode as torch_decode
 from . import device as torch_device
 
 
@@ -70,6 +72,36 @@ class SlotFilling:
         parcel = self._sender.parcel(slot)
         names = (tuple(fields), targets.fixed)
         return Handed(parcel, slot.arrays, self.layout, device, names)
+
+    def _encoded_batch(self, index: int) -> torch_decode.EncodedBatch | Handed:
+        """Batch `index` with its JPEG images undecoded (`decode_device`): the payloads as
+        one byte array and their lengths, the target as stored and the draw, in a slot from
+        a DataLoader worker (the payload's size varies: the slot grows to fit)."""
+        loader = self.loader
+        name, target = loader.targets.input, loader.targets.single
+        payloads = loader.payloads(index, name)
+        lengths = np.fromiter(map(len, payloads), np.int64, len(payloads))
+        fields = {f.name: f for f in loader.split.reader.fields}
+        target_spec = ((len(payloads), *fields[target].shape), np.dtype(fields[target].dtype))
+        specs = [((int(lengths.sum()),), np.uint8), (lengths.shape, np.int64), target_spec]
+        slot = None
+        if get_worker_info() is not None and handoff.AVAILABLE:
+            self._start_worker()
+            slot = self._sender.take(specs)
+        arrays = slot.arrays if slot is not None else [np.empty(*spec) for spec in specs]
+        np.concatenate([np.frombuffer(p, np.uint8) for p in payloads], out=arrays[0])
+        arrays[1][:] = lengths
+        out = {target: arrays[2]} | {
+            other: np.empty((len(payloads), *f.shape), f.dtype)
+            for other, f in fields.items()
+            if other not in (name, target)
+        }
+        loader.read(index, out=out, leave=(name,))
+        params = loader.draw(index) if loader.augment is not None else None
+        device = (fields[name].shape, params, self._finish)
+        if slot is None:
+            return torch_decode.from_arrays(arrays, *device)
+        return Handed(self._sender.parcel(slot), slot.arrays, self.layout, device, encoded=True)
 
     def _start_worker(self) -> None:
         """In a DataLoader worker, once: its ring of slots. (Not OpenCV's thread count: in a
@@ -138,17 +170,22 @@ class Handed:
         device: tuple | None = None,
         objects: tuple[tuple[str, ...], tuple[str, ...]] | None = None,
         names: tuple[str, ...] | None = None,
+        encoded: bool = False,
     ) -> None:
         self.parcel, self.arrays, self.layout, self.device = parcel, arrays, layout, device
-        self.objects, self.names = objects, names
+        self.objects, self.names, self.encoded = objects, names, encoded
 
     def __reduce__(self) -> tuple:
-        return built, (self.parcel, self.layout, self.device, self.objects, self.names)
+        return built, (
+            self.parcel, self.layout, self.device, self.objects, self.names, self.encoded
+        )  # fmt: skip
 
     def __iter__(self):
         """`images, targets = batch` in the worker too (a collate_fn of one's own): tensors
         there, which then travel the ordinary way."""
-        return iter(built(self.arrays, self.layout, self.device, self.objects, self.names))
+        return iter(
+            built(self.arrays, self.layout, self.device, self.objects, self.names, self.encoded)
+        )
 
 
 def built(
@@ -157,8 +194,12 @@ def built(
     device: tuple | None,
     objects: tuple | None,
     names: tuple[str, ...] | None = None,
+    encoded: bool = False,
 ):
-    """A handed batch from its slot's arrays: see `Handed`."""
+    """A handed batch from its slot's arrays: see `Handed` (`encoded`: JPEG payloads, their
+    lengths and the target, with `device` = (image shape, params, finish))."""
+    if encoded:
+        return torch_decode.from_arrays(arrays, *device)
     if objects is not None:
         return torch_device.objects_from_arrays(arrays, objects, layout, device)
     if device is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -13,6 +14,9 @@ import pytest
 from packer.augment import Augment, numpy_exec
 from packer.augment.idg import from_idg, idg_matrix
 
+# Where the torch executor runs in these tests: the CPU here; "cuda" on a GPU machine, so the
+# same comparisons with the NumPy executor check the CUDA kernels there
+TORCH_DEVICE = os.environ.get("PACKER_TEST_TORCH_DEVICE", "cpu")
 ISSUE = dict(  # the issue's cats-vs-dogs settings (shear in degrees)
     rotation_range=10,
     width_shift_range=0.05,
@@ -79,8 +83,8 @@ def executors():
         from packer.augment import torch_exec
 
         def torch_apply(i, m, p):
-            a, b = torch_exec.apply(i, m, p, device="cpu")
-            return a.numpy(), None if b is None else b.numpy()
+            a, b = torch_exec.apply(i, m, p, device=TORCH_DEVICE)
+            return a.cpu().numpy(), None if b is None else b.cpu().numpy()
 
         found.append(("torch", torch_apply))
     if importlib.util.find_spec("tensorflow"):

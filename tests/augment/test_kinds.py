@@ -16,6 +16,7 @@ from packer.augment.boxes import move_boxes
 from packer.augment.idg import from_idg
 from packer.fields import FieldKind
 from packer.schema import Field
+from tests.augment.test_images_and_masks import TORCH_DEVICE
 
 HW = (40, 56)
 H, W = HW
@@ -95,11 +96,14 @@ def run_torch(fixed, rows, counts, params, found=FIELDS):
 
     from packer.augment import torch_exec
 
-    targets = [{k: torch.as_tensor(v) for k, v in t.items()} for t in split(rows, counts)]
-    moved, per_image = torch_exec.apply_fields(fixed, params, found, targets=targets)
+    device = torch.device(TORCH_DEVICE)
+    targets = [
+        {k: torch.as_tensor(v, device=device) for k, v in t.items()} for t in split(rows, counts)
+    ]
+    moved, per_image = torch_exec.apply_fields(fixed, params, found, device=device, targets=targets)
     return (
-        {k: v.numpy() for k, v in moved.items()},
-        [{k: v.numpy() for k, v in t.items()} for t in per_image],
+        {k: v.cpu().numpy() for k, v in moved.items()},
+        [{k: v.cpu().numpy() for k, v in t.items()} for t in per_image],
     )
 
 
