@@ -414,6 +414,29 @@ def targets_agree(device: torch.device, count: int = 64, objects: int = 8) -> di
             "box_max_abs_diff_px": worst, "mask_agreement": agree / max(pixels, 1)}  # fmt: skip
 
 
+def decodes_agree(pack: Path, device: torch.device, count: int = 256) -> dict:
+    """The first `count` JPEG payloads of `pack` decoded on `device` (nvJPEG on a GPU) and by
+    packer's CPU decoder (libjpeg-turbo): how far apart their pixels are, in levels."""
+    from packer.reading.loader import Loader
+    from packer.torch import decode as torch_decode
+
+    loader = Loader(str(pack), "train", count, shuffle=False)
+    payloads = loader.payloads(0, "images")
+    shape = loader.dataset.field("images").shape
+    payload = torch.from_numpy(np.concatenate([np.frombuffer(p, np.uint8) for p in payloads]))
+    lengths = [len(p) for p in payloads]
+    on_device = torch_decode.decode(payload, lengths, shape, device).cpu().numpy()
+    on_cpu = torch_decode.decode(payload, lengths, shape, torch.device("cpu")).numpy()
+    difference = np.abs(on_device.astype(np.int16) - on_cpu.astype(np.int16))
+    return {
+        "images": count,
+        "mean_abs_diff": float(difference.mean()),
+        "p99_abs_diff": float(np.percentile(difference, 99)),
+        "max_abs_diff": int(difference.max()),
+        "share_within_2": float((difference <= 2).mean()),
+    }
+
+
 # --- the report ------------------------------------------------------------------------------
 
 
@@ -534,6 +557,10 @@ def main() -> None:
     if "pins" in args.extras:
         pins = pinned_slots_ab(pack, args.batch, args.workers, 60 if not args.smoke else 5, device)
         summary["pinned_slots"] = pins
+        save(summary, sampler.rows, args.out)
+    if set(args.feeds) & set("ef"):
+        summary["decodes"] = decodes_agree(jpeg, device)
+        print(f"nvJPEG vs libjpeg-turbo: {json.dumps(summary['decodes'])}", flush=True)
         save(summary, sampler.rows, args.out)
     if "executors" in args.extras:
         agree = executors_agree(pack, device, 64 if not args.smoke else 8)

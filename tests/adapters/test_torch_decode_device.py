@@ -129,8 +129,13 @@ def test_nvjpeg_decodes_within_a_level_of_libjpeg_turbo(packs, workers):
     )
     got = [(images, targets) for images, targets in loader]
     assert len(got) == len(want)
+    differences = []
     for (images, targets), (want_images, want_targets) in zip(got, want, strict=True):
         assert images.is_cuda and targets.is_cuda and images.dtype == torch.uint8
-        difference = np.abs(images.cpu().numpy().astype(int) - want_images.astype(int))
-        assert difference.mean() < 1.0 and difference.max() <= 16
+        assert images.shape == want_images.shape
+        differences.append(np.abs(images.cpu().numpy().astype(int) - want_images.astype(int)))
         assert np.array_equal(targets.cpu().numpy(), want_targets)
+    difference = np.concatenate([d.ravel() for d in differences])
+    p99 = np.percentile(difference, 99)
+    seen = f"mean {difference.mean():.3f}, 99th percentile {p99}, max {difference.max()}"
+    assert difference.mean() < 1.0 and p99 <= 8, seen

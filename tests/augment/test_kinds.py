@@ -361,21 +361,22 @@ def test_device_finish_moves_the_targets_by_the_fields_kinds():
 
     fixed, rows, counts = batch(seed=8)
     params = Augment(**AFFINE, seed=1).draw(0, np.arange(4), HW)
-    cpu, plain = torch.device("cpu"), Normalizer(None, {"mean": [0.0] * 3, "std": [1.0] * 3})
+    device = torch.device(TORCH_DEVICE)  # the executor's, so the two agree exactly
+    plain = Normalizer(None, {"mean": [0.0] * 3, "std": [1.0] * 3})
     objects = (FIELDS[0], *FIELDS[3:])
-    finish = DeviceFinish(cpu, plain, 5, False, objects, "NHWC")
+    finish = DeviceFinish(device, plain, 5, False, objects, "NHWC")
     targets = [{k: torch.as_tensor(v) for k, v in t.items()} for t in split(rows, counts)]
     images, moved = DeviceObjects(torch.as_tensor(fixed["images"]), targets, params, finish)
     want_fixed, want = run_torch({"images": fixed["images"]}, rows, counts, params, objects)
-    np.testing.assert_array_equal(images.numpy(), want_fixed["images"])
+    np.testing.assert_array_equal(images.cpu().numpy(), want_fixed["images"])
     for got, expected in zip(moved, want, strict=True):
-        np.testing.assert_array_equal(got["spots"].numpy(), expected["spots"])
+        np.testing.assert_array_equal(got["spots"].cpu().numpy(), expected["spots"])
     heat_fields = (FIELDS[0], FIELDS[1])
-    finish = DeviceFinish(cpu, plain, 5, False, heat_fields, "NHWC")
+    finish = DeviceFinish(device, plain, 5, False, heat_fields, "NHWC")
     finish.target_dtype = torch.float32
     _, heat = finish(torch.as_tensor(fixed["images"]), torch.as_tensor(fixed["heat"]), params)
-    want = torch_exec.apply_fields(fixed, params, FIELDS)[0]["heat"]
-    np.testing.assert_array_equal(heat.numpy(), want.numpy())
+    want = torch_exec.apply_fields(fixed, params, FIELDS, device=device)[0]["heat"]
+    np.testing.assert_array_equal(heat.cpu().numpy(), want.cpu().numpy())
 
 
 class Depth(FieldKind):
