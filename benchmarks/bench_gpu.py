@@ -57,6 +57,7 @@ MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)
 STD = (0.229 * 255, 0.224 * 255, 0.225 * 255)
 SIDE = 224  # what the model sees
 PACKED = 256  # what the pack stores: room for the random resized crop
+PREFETCH = 4  # batches each DataLoader worker keeps ready
 
 
 def augment(seed: int = 0) -> packer.Augment:
@@ -239,9 +240,11 @@ def packer_feed(
     return dataset, _loader(dataset, None, workers)
 
 
-def read_rate(batches: Iterator, count: int, device: torch.device) -> float:
-    """Images a second the feed delivers on `device`, finished (decoded, augmented), no model."""
-    for _ in range(5):
+def read_rate(batches: Iterator, count: int, device: torch.device, in_flight: int) -> float:
+    """Images a second the feed delivers on `device`, finished (decoded, augmented), no model:
+    the `in_flight` batches the DataLoader holds ready are drained first, so the rate is the
+    pipeline's, not its queue's."""
+    for _ in range(in_flight + 5):
         next(batches)[0].to(device)
     _sync(device)
     start, images = time.perf_counter(), 0
@@ -275,7 +278,7 @@ def folder_feed(src: Path, batch: int, workers: int) -> tuple:
 
 
 def _loader(dataset, batch: int | None, workers: int, **more) -> DataLoader:
-    extra = dict(persistent_workers=True, prefetch_factor=4) if workers else {}
+    extra = dict(persistent_workers=True, prefetch_factor=PREFETCH) if workers else {}
     return DataLoader(
         dataset, batch_size=batch, num_workers=workers, pin_memory=True, **extra, **more
     )
@@ -544,7 +547,8 @@ def main() -> None:
         if key in packs:
             results[-1]["bytes_per_image"] = pack_bytes(packs[key]) / args.images
         if args.read_batches and key != "a":
-            results[-1]["read_img_per_s"] = read_rate(batches, args.read_batches, device)
+            in_flight = PREFETCH * args.workers
+            results[-1]["read_img_per_s"] = read_rate(batches, args.read_batches, device, in_flight)
         print(json.dumps(results[-1]), flush=True)
         del made, batches
         save(summary, sampler.rows, args.out)
