@@ -11,7 +11,7 @@ alternating for `--rounds` (order rotating); medians compared per encoding:
 
     ratio = Parquet img/s / class folders img/s, target >= 0.9
 
-A split of cells is shuffled in row-group blocks (`packer.packing.plan.in_blocks`), so each
+A split of cells is shuffled in row-group blocks (`packer.packing.order.in_blocks`), so each
 chunk reads a few row groups, which each worker keeps (`packer.storage.cells.KEPT_BYTES` in
 all) for their other rows: `--pixels 320x240` makes a 220 MB file, where a row-by-row shuffle
 had each worker read and keep the whole file.
