@@ -218,6 +218,7 @@ def dataset(
     batches = batches.prefetch(tf.data.AUTOTUNE)
     if position is not None and not o.repeat:  # what packer.keras.BackupAndRestore moves
         batches.packer_position = position
+    batches.packer_read = "stream" if position is None else position.read  # which read runs
     return batches
 
 
