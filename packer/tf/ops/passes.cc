@@ -14,18 +14,18 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <atomic>
+#include <cerrno>
 #include <condition_variable>
+#include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
-#include <tuple>
 #include <mutex>
-#include <thread>
-#include <cerrno>
-#include <cstring>
 #include <string>
+#include <thread>
+#include <tuple>
 #include <vector>
 
 #include "tensorflow/core/framework/op.h"
@@ -41,8 +41,7 @@ using namespace tensorflow;
 // Each thread copies at least this many bytes of a batch (packer.reading.gather's measure).
 constexpr int64_t kMinBytesPerThread = 2 << 20;
 
-
-// A batch field's memory, kept by the kernel's pool and handed out again once no tensor
+// A batch field's memory, kept by the process's pool and handed out again once no tensor
 // holds it: the batches rotate through a few buffers, which stay in the CPU cache, as
 // PackedSequence's pooled arrays do, instead of a fresh allocation for every batch.
 class PooledBuffer : public TensorBuffer {
@@ -66,20 +65,29 @@ class BufferPool {
   ~BufferPool() {
     for (PooledBuffer* buffer : buffers_) buffer->Unref();
   }
-  // A buffer of `size` bytes no tensor holds (the caller's reference), or a new one.
+  // A buffer of `size` bytes no tensor holds (the caller's reference), or a new one, which
+  // the pool keeps in a free place or instead of a free buffer of another size.
   PooledBuffer* Take(size_t size) {
     std::lock_guard<std::mutex> hold(lock_);
-    for (PooledBuffer* buffer : buffers_) {
-      if (buffer->size() == size && buffer->RefCountIsOne()) {
+    PooledBuffer** spare = nullptr;
+    for (PooledBuffer*& buffer : buffers_) {
+      if (!buffer->RefCountIsOne()) continue;
+      if (buffer->size() == size) {
         buffer->Ref();
         return buffer;
       }
+      spare = &buffer;
     }
     auto* buffer = new PooledBuffer(size);
     if (buffers_.size() < kMaxBuffers) {
-      buffer->Ref();
       buffers_.push_back(buffer);
+    } else if (spare != nullptr) {
+      (*spare)->Unref();
+      *spare = buffer;
+    } else {
+      return buffer;  // every pooled buffer is in use: this one is the caller's alone
     }
+    buffer->Ref();
     return buffer;
   }
 
@@ -116,8 +124,9 @@ Status MapFile(const std::string& path, std::shared_ptr<const Mapping>* out) {
   std::lock_guard<std::mutex> hold(lock);
   for (auto it = maps.begin(); it != maps.end();) {  // forget files deleted or replaced
     struct stat now;
-    const bool same = stat(it->first.c_str(), &now) == 0 && now.st_ino == std::get<1>(it->second.first) &&
-                      now.st_size == std::get<2>(it->second.first);
+    const FileId& was = it->second.first;
+    const bool same = stat(it->first.c_str(), &now) == 0 && now.st_ino == std::get<1>(was) &&
+                      now.st_size == std::get<2>(was);
     it = same ? std::next(it) : maps.erase(it);
   }
   auto found = maps.find(path);
@@ -141,8 +150,8 @@ Status MapFile(const std::string& path, std::shared_ptr<const Mapping>* out) {
 }
 
 // Helper threads that copy parts of a batch beside the calling thread (one fewer than the
-// cores this process may use): TensorFlow's own pools run a tf.data function's kernels on
-// one thread. The caller takes parts too and never waits for a helper that has not started.
+// cores this process may use; an iterator reads on one of TensorFlow's threads). The caller
+// takes parts too and never waits for a helper that has not started.
 class Helpers {
  public:
   Helpers() {
