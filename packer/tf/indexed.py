@@ -9,7 +9,9 @@ function: `Dataset.range(batches).map(read)`, where the one numpy_function numbe
 the arrays. A second function, run in parallel, is added only when there is in-graph work
 (augmentation, normalisation, one-hot), and `take_while` only when the first pass is a
 resumed, shorter one. `repeat=True` reads (epoch, batch) pairs from a stateless counter instead
-(one iterator, whose place `tf.train.Checkpoint` can save).
+(one iterator, whose place `tf.train.Checkpoint` can save). An npy pack of plain fields
+without augmentation is read by the compiled source instead (see compiled): no function per
+batch, each iterator taking its pass from `Passes.take_pass`.
 """
 
 from __future__ import annotations
