@@ -10,15 +10,16 @@ right before every timed run (warm page cache), in interleaved rounds:
                      core, into two buffers in turn (the loop holds batch i, asks for i+1)
   copy, 8 buffers    the same into eight buffers in turn (what tf.data keeps in flight)
   PackedSequence     the Keras reader over the npy pack
-  tf.dataset npy     `packer.tf.dataset`, a new iterator every epoch (as Keras' fit makes one)
-  tf.dataset tfrec   the same over the uncompressed TFRecord pack (random access, its default)
+  tf.dataset npy     `packer.tf.dataset`, a new iterator every epoch (as Keras' fit makes one):
+                     its compiled read (packer.tf.compiled, a tf.data source in C++)
   tf.dataset npy, in a tf.function
                      the same dataset consumed by a loop inside a `tf.function`, as Keras'
                      fit takes its batches (no Python per batch on the training side)
-  tf.dataset npy, one copy thread
-                     tf.dataset npy with the shard reads' copy left on the calling thread
-                     (`gather.MIN_BYTES_PER_THREAD` raised for its runs): what the split of a
-                     batch's copy among the gather's threads costs inside a tf.data function
+  tf.dataset npy, numpy_function read
+                     the same with the compiled read turned off (`compiled.ENABLED`): each
+                     batch read by packer's shard readers in one `tf.numpy_function`
+  tf.dataset tfrec   the uncompressed TFRecord pack (random access, its default: the
+                     numpy_function read)
 
 Ratios are paired round by round and reported as the median and range. Every reader run also
 records the process's CPU time (all threads) per batch: on a shared machine whose cores are
@@ -27,8 +28,9 @@ column says what the wall ratio converges to under load.
 
 Then where a batch's CPU goes, each measured on its own over the same epochs: the read (the
 shard readers' copy on the calling thread, inside `PackedSequence` and inside the tf.data
-function), tf.data's fixed cost of one element (`from_tensors(ready arrays).repeat`, iterated
-in Python) and of the one `tf.numpy_function` per batch handing back ready arrays.
+function of the numpy_function read), tf.data's fixed cost of one element
+(`from_tensors(ready arrays).repeat`, iterated in Python) and of the one `tf.numpy_function`
+per batch handing back ready arrays.
 
     python benchmarks/bench_tf_ceiling.py [--src DIR] [--tile 14] [--rounds 7] [--seconds 2]
 """
@@ -56,12 +58,13 @@ import tensorflow as tf
 import packer
 import packer.tf
 from packer.reading import gather
+from packer.tf import compiled
 
 BATCH = 16
 GOALS = {"copy ceiling": 0.8, "PackedSequence": 0.9}  # tf.dataset over each, issue 39
-ONE_THREAD = "tf.dataset npy, one copy thread"
+NUMPY = "tf.dataset npy, numpy_function read"
 IN_GRAPH = "tf.dataset npy, in a tf.function"
-READERS = ("PackedSequence", "tf.dataset npy", "tf.dataset tfrec", IN_GRAPH, ONE_THREAD)
+READERS = ("PackedSequence", "tf.dataset npy", IN_GRAPH, NUMPY, "tf.dataset tfrec")
 
 Epoch = Callable[[], int]  # reads one epoch, returns the samples read
 
@@ -88,14 +91,14 @@ def epochs(packs: dict[str, Path]) -> dict[str, Epoch]:
         name: packer.tf.dataset(packs[fmt], batch_size=BATCH, seed=0)
         for name, fmt in (("tf.dataset npy", "npy"), ("tf.dataset tfrec", "tfrecord"))
     }
+    datasets[NUMPY] = numpy_read(packs["npy"])
+    print("reads:", {name: d.packer_read for name, d in datasets.items()})
 
     def tf_epoch(dataset: tf.data.Dataset) -> Epoch:
         def epoch() -> int:
             return sum(int(images.shape[0]) for images, _ in dataset)
 
         return epoch
-
-    npy = tf_epoch(datasets["tf.dataset npy"])
 
     @tf.function
     def consume(dataset: tf.data.Dataset) -> tf.Tensor:
@@ -107,19 +110,20 @@ def epochs(packs: dict[str, Path]) -> dict[str, Epoch]:
     def in_graph() -> int:
         return int(consume(datasets["tf.dataset npy"]))
 
-    def one_thread() -> int:
-        split = gather.MIN_BYTES_PER_THREAD
-        gather.MIN_BYTES_PER_THREAD = 1 << 62  # no batch is large enough to split
-        try:
-            return npy()
-        finally:
-            gather.MIN_BYTES_PER_THREAD = split
-
     return (
         {"PackedSequence": lambda: harness.sequence_epoch(seq)}
         | {name: tf_epoch(ds) for name, ds in datasets.items()}
-        | {IN_GRAPH: in_graph, ONE_THREAD: one_thread}
+        | {IN_GRAPH: in_graph}
     )
+
+
+def numpy_read(npy: Path) -> tf.data.Dataset:
+    """`packer.tf.dataset` over `npy` with the compiled read turned off."""
+    compiled.ENABLED = False
+    try:
+        return packer.tf.dataset(npy, batch_size=BATCH, seed=0)
+    finally:
+        compiled.ENABLED = True
 
 
 def side_by_side(packs: dict[str, Path], rounds: int, seconds: float) -> tuple[dict, dict]:
@@ -160,7 +164,7 @@ def side_by_side(packs: dict[str, Path], rounds: int, seconds: float) -> tuple[d
 def breakdown(packs: dict[str, Path], rounds: int) -> dict[str, list[float]]:
     """CPU microseconds per batch of a batch's parts, each measured over whole epochs."""
     seq = harness.open_sequence(packs["npy"], BATCH)
-    dataset = packer.tf.dataset(packs["npy"], batch_size=BATCH, seed=0)
+    dataset = numpy_read(packs["npy"])
     passes = dataset.packer_position
     batches = len(seq)
     reads: list[float] = []
@@ -195,7 +199,7 @@ def breakdown(packs: dict[str, Path], rounds: int) -> dict[str, list[float]]:
 
     parts = {
         "read inside PackedSequence": sequence,
-        "read inside tf.dataset": over(dataset),
+        "read inside tf.dataset (numpy_function read)": over(dataset),
         "tf.data element (from_tensors.repeat)": over(element),
         "tf.data element + numpy_function of ready arrays": over(function),
     }
@@ -254,12 +258,6 @@ def main() -> None:
         ), ""]
         for reader in READERS[1:]
     ]  # fmt: skip
-    saved = [a - b for a, b in zip(cpu["tf.dataset npy"], cpu[ONE_THREAD], strict=True)]
-    goal_rows.append([
-        ONE_THREAD, "tf.dataset npy: CPU us/batch saved, median (range); rounds saving",
-        f"{statistics.median(saved):.0f} ({min(saved):.0f}-{max(saved):.0f}); "
-        f"{sum(x > 0 for x in saved)} of {len(saved)}", "",
-    ])  # fmt: skip
     harness.report(
         "Ratios, paired round by round: median (range)",
         ["reader", "over", "ratio", "goal"],

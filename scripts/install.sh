@@ -7,7 +7,9 @@ VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3}
 
 # Pillow-SIMD ships as source only; it needs these headers to build JPEG/PNG/TIFF/WebP support.
-bash scripts/apt-install.sh libjpeg-dev zlib1g-dev libpng-dev libtiff-dev libwebp-dev
+# g++ and Python's headers build packer.tf's compiled batch read (below).
+bash scripts/apt-install.sh libjpeg-dev zlib1g-dev libpng-dev libtiff-dev libwebp-dev \
+  build-essential python3-dev
 
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 "$VENV/bin/pip" install -q --upgrade pip wheel setuptools
@@ -31,3 +33,7 @@ if "$VENV/bin/pip" show pillow >/dev/null 2>&1; then
   "$VENV/bin/pip" install -q --no-binary pillow-simd pillow-simd
 fi
 "$VENV/bin/python" -c "import packer.imaging as i; print('packer: imaging backends:', i.backend_versions())"
+# packer.tf's compiled batch read (a tf.data source in C++, packer/tf/ops), built against the
+# TensorFlow just installed (packer.tf builds it at first use otherwise, and reads through
+# tf.numpy_function where it cannot).
+"$VENV/bin/python" -c "import packer.tf.compiled as c; print('packer: tf.data read built:', c.build())"

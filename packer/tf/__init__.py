@@ -2,6 +2,7 @@
 
 - `tfdata`: `dataset()`, streamed or random-access, and its options (`TfOptions`)
 - `indexed`: the random-access source, each batch read by packer's shard readers
+- `compiled`: the compiled batch read of npy packs (a tf.data source in C++, `ops/`) and its build
 """
 
 from __future__ import annotations

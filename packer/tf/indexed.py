@@ -9,7 +9,9 @@ function: `Dataset.range(batches).map(read)`, where the one numpy_function numbe
 the arrays. A second function, run in parallel, is added only when there is in-graph work
 (augmentation, normalisation, one-hot), and `take_while` only when the first pass is a
 resumed, shorter one. `repeat=True` reads (epoch, batch) pairs from a stateless counter instead
-(one iterator, whose place `tf.train.Checkpoint` can save).
+(one iterator, whose place `tf.train.Checkpoint` can save). An npy pack of plain fields
+without augmentation is read by the compiled source instead (see compiled): no function per
+batch, each iterator taking its pass from `Passes.take_pass`.
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ import tensorflow as tf
 from ..augment import Augment, tf_exec
 from ..reading.loader import Loader
 from ..reading.position import Pass
-from ..reading.transforms import BatchTransform
+from ..reading.transforms import BatchTransform, targets_of
 from ..schema import Field, fixed
+from . import compiled
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,14 @@ def indexed(
             num_parallel_calls=tf.data.AUTOTUNE,
             deterministic=order.deterministic,
         )
+    elif compiled.handles(passes):  # each iterator (a Keras epoch) takes the next pass
+        names = {f.name: f.name for f in passes.fields}
+        structure = (
+            names if in_graph else (transform.targets.input, targets_of(names, transform.targets))
+        )
+        known = whole if len(loader) == whole else None  # a resumed first pass is shorter
+        batches = compiled.source(passes, structure, rows, known)
+        passes.read = compiled.READ_COMPILED
     else:  # each iteration (a Keras epoch) reads the next pass; its batch 0 starts it
         batches = tf.data.Dataset.range(max(whole, len(loader))).map(
             lambda index: arrays_of(passes.call(passes.fetch, index, stateful=True))
@@ -158,6 +169,7 @@ class Passes:
         if loader.objects:  # the padded targets, read beside the images
             self.fields += loader.padder.padded_fields()
         self.ends_early = False  # whether an empty batch ends a pass (see `fetch`)
+        self.read = compiled.READ_NUMPY  # which batch read the dataset runs
         self._lock = threading.Lock()
         self._next = self._current = loader.epoch
 
@@ -180,6 +192,17 @@ class Passes:
         if self.ends_early:
             return [np.empty((0, *f.shape), f.dtype) for f in self.fields] + self._empty_keys()
         raise IndexError(f"batch {index} is past the end of this pass (epoch {epoch})")
+
+    def take_pass(self) -> tuple[np.ndarray, np.ndarray]:
+        """The next pass for the compiled source (a new iterator's, as `fetch`'s batch 0):
+        every batch's sorted sample indices one after another, and where each batch starts."""
+        with self._lock:
+            self._current, self._next = self._next, self._next + 1
+            epoch = self._current
+        count = self.loader.sampler.batches(self.loader.pass_of(epoch))
+        batches = [np.sort(self.loader.indices(i, epoch)) for i in range(count)]
+        starts = np.cumsum([0, *map(len, batches)], dtype=np.int64)
+        return np.concatenate([np.zeros(0, np.int64), *batches]).astype(np.int64), starts
 
     def read_pair(self, pair: np.ndarray) -> list[np.ndarray]:
         """Batch `pair[1]` of epoch `pair[0]` (its pass: the loader's resumed one, or whole)."""

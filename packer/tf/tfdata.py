@@ -9,7 +9,8 @@ semantics) and a prefetch:
 - random access (npy and recordio packs; uncompressed tfrecord with `stream=False`): shuffled
   batches of sample indices, each read by the format's shard readers, in the pipeline's one
   `tf.numpy_function` (see indexed), into 64-byte aligned arrays that TensorFlow adopts
-  without a copy.
+  without a copy; an npy pack of plain fields by a tf.data source in C++ (see compiled).
+  `dataset.packer_read` says which read runs.
 
 Multi-worker training gives each input pipeline its share through `tf.distribute`:
 
@@ -218,6 +219,7 @@ def dataset(
     batches = batches.prefetch(tf.data.AUTOTUNE)
     if position is not None and not o.repeat:  # what packer.keras.BackupAndRestore moves
         batches.packer_position = position
+    batches.packer_read = "stream" if position is None else position.read  # which read runs
     return batches
 
 

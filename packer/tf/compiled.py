@@ -1,0 +1,168 @@
+"""The compiled batch read of `packer.tf.dataset`: a tf.data source in C++ (`ops/passes.cc`)
+for npy packs of plain fixed fields, about twice the numpy_function read's rate (see
+benchmarks/results/2026-11-28-tf-data-compiled.md).
+
+Each new iterator (a Keras epoch) asks `Passes.take_pass` once for its pass's batches, then
+copies every batch's rows from the shard files with no Python and no function per element.
+The library is built with g++ against the installed TensorFlow on first use (or by
+scripts/install.sh) into a per-user folder keyed by TensorFlow's version and the source; where
+it cannot be built or loaded, one line says so and `packer.tf.dataset` reads as before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import threading
+import weakref
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.python.data.ops import dataset_ops
+
+from ..formats import npy
+from ..schema import fixed
+from ..storage.cache import default_dir
+
+if TYPE_CHECKING:
+    from .indexed import Passes
+
+SOURCE = Path(__file__).with_name("ops") / "passes.cc"
+CALLBACK = f"{__name__}:take_pass"
+READ_COMPILED, READ_NUMPY = "compiled", "numpy_function"
+# Whether datasets built from now on may use it: PACKER_TF_COMPILED=0 turns it off.
+ENABLED = os.environ.get("PACKER_TF_COMPILED", "1") != "0"
+
+_lock = threading.Lock()
+_library: object | None = None
+_tried = False
+_passes: weakref.WeakValueDictionary[str, Passes] = weakref.WeakValueDictionary()
+
+
+def library_path() -> Path:
+    """Where the library for this TensorFlow and this source lives."""
+    flags = [*tf.sysconfig.get_compile_flags(), *tf.sysconfig.get_link_flags()]
+    digest = hashlib.sha256(SOURCE.read_bytes() + " ".join(flags).encode()).hexdigest()[:16]
+    folder = default_dir().with_name(default_dir().name + "-tf-ops")
+    return folder / f"passes-tf{tf.__version__}-{digest}.so"
+
+
+def build(target: Path | None = None) -> Path:
+    """Compile the library (g++, TensorFlow's and Python's headers) unless it is there."""
+    target = target or library_path()
+    if target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, partial = tempfile.mkstemp(suffix=".so", dir=target.parent)
+    os.close(fd)
+    command = [
+        os.environ.get("CXX", "g++"), "-shared", "-fPIC", "-O2", "-Wno-deprecated-declarations",
+        f"-I{sysconfig.get_paths()['include']}", *tf.sysconfig.get_compile_flags(),
+        str(SOURCE), "-o", partial, *tf.sysconfig.get_link_flags(),
+    ]  # fmt: skip
+    try:
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            raise OSError(f"{command[0]} failed: {last}")
+        os.replace(partial, target)  # whole, even with several processes building at once
+    finally:
+        if os.path.exists(partial):
+            os.unlink(partial)
+    return target
+
+
+def library() -> object | None:
+    """The loaded op library, or None (said once) where it cannot be built or loaded."""
+    global _library, _tried
+    with _lock:
+        if not _tried:
+            _tried = True
+            try:
+                _library = tf.load_op_library(str(build()))
+            except (OSError, tf.errors.OpError) as exc:
+                reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc)
+                print(
+                    f"packer.tf: the compiled batch read is unavailable ({reason}); "
+                    "reading through tf.numpy_function (about half the rate)",
+                    file=sys.stderr,
+                )
+        return _library
+
+
+def take_pass(token: str) -> tuple[np.ndarray, np.ndarray]:
+    """The next pass of the dataset `token` names (called by the source, once an iterator)."""
+    passes = _passes.get(token)
+    if passes is None:
+        raise RuntimeError("packer.tf.dataset: iterating a dataset whose reader is gone")
+    return passes.take_pass()
+
+
+def handles(passes: Passes) -> bool:
+    """Whether the compiled source reads this dataset: a local npy pack (not a mixture) of
+    plain fixed fields in native byte order, read without augmentation or object targets."""
+    loader = passes.loader
+    dataset = getattr(loader.split, "dataset", None)
+    if (
+        not ENABLED
+        or passes.keys
+        or loader.objects
+        or getattr(loader.split, "plan", None) is not None
+    ):
+        return False
+    if dataset is None or dataset.format != "npy" or dataset.cache is not None:
+        return False
+    if loader.sampler.shuffle == "windows":  # larger than RAM: the readers prefetch windows
+        return False
+    fields = fixed(dataset.fields)
+    native = all(np.dtype(f.dtype).isnative for f in fields)
+    return native and fields == npy.plain(dataset.fields) and library() is not None
+
+
+def source(
+    passes: Passes, structure: object, rows: int | None, batches: int | None
+) -> tf.data.Dataset:
+    """Each iterator's next pass: batches of the fields named in `structure` (a nest of field
+    names), shaped as it; `rows` the batch size when every batch has it, `batches` every
+    pass's length when known."""
+    loader, token = passes.loader, secrets.token_hex(8)
+    _passes[token] = passes
+    split = loader.split
+    by_name = {f.name: f for f in passes.fields}
+    fields = [by_name[name] for name in tf.nest.flatten(structure)]
+    root = Path(split.dataset.local_root) / split.name
+    files = [root / npy.file_name(s["name"], f.name) for s in split.shards for f in fields]
+    dtypes = [tf.as_dtype(np.dtype(f.dtype)) for f in fields]
+    variant = library().packer_passes_dataset(
+        dtypes=dtypes,
+        shapes=[list(f.shape) for f in fields],
+        rows=-1 if rows is None else rows,
+        files=[str(f) for f in files],
+        bases=[npy.HEADER_BYTES] * len(files),
+        strides=[f.nbytes for _ in split.shards for f in fields],
+        firsts=[int(first) for first in split.offsets],
+        callback=CALLBACK,
+        token=token,
+        batches=-2 if batches is None else batches,  # -2: unknown
+    )
+    specs = [tf.TensorSpec([rows, *f.shape], d) for f, d in zip(fields, dtypes, strict=True)]
+    return _Source(variant, tf.nest.pack_sequence_as(structure, specs))
+
+
+class _Source(dataset_ops.DatasetSource):
+    """A dataset over the compiled source's variant, its elements as `spec` says."""
+
+    def __init__(self, variant: tf.Tensor, spec: object) -> None:
+        self._spec = spec
+        super().__init__(variant)
+
+    @property
+    def element_spec(self) -> object:
+        return self._spec
