@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import tensorflow as tf
-from tensorflow.python.data.ops import dataset_ops
 
 from ..formats import npy
 from ..schema import fixed
@@ -153,16 +152,4 @@ def source(
         batches=-2 if batches is None else batches,  # -2: unknown
     )
     specs = [tf.TensorSpec([rows, *f.shape], d) for f, d in zip(fields, dtypes, strict=True)]
-    return _Source(variant, tf.nest.pack_sequence_as(structure, specs))
-
-
-class _Source(dataset_ops.DatasetSource):
-    """A dataset over the compiled source's variant, its elements as `spec` says."""
-
-    def __init__(self, variant: tf.Tensor, spec: object) -> None:
-        self._spec = spec
-        super().__init__(variant)
-
-    @property
-    def element_spec(self) -> object:
-        return self._spec
+    return tf.data.experimental.from_variant(variant, tf.nest.pack_sequence_as(structure, specs))
