@@ -22,7 +22,7 @@ import imagecodecs
 import numpy as np
 
 ENCODINGS = ("raw", "jpeg", "png")
-BACKEND = f"opencv {cv2.__version__}"  # what encodes and decodes (the manifest records it)
+BACKEND = f"opencv {cv2.__version__}"  # what encodes (the manifest records it), decodes PNG
 # zlib level 1 (OpenCV's default): 4x faster to write than level 6, for 10% more bytes
 PNG_PARAMS = [cv2.IMWRITE_PNG_COMPRESSION, 1]
 # What each encoding stores: sample types and band counts (JPEG is 8-bit; 1 or 3 bands).
@@ -87,7 +87,7 @@ def decode_into(payload, out: np.ndarray) -> None:
     """Decode one JPEG or PNG payload (any bytes-like) into `out` ([H, W] or [H, W, C] of the
     field's type); a CodecError when it does not decode to exactly that."""
     buffer = payload if isinstance(payload, np.ndarray) else np.frombuffer(payload, np.uint8)
-    if buffer[:2].tobytes() == JPEG_START and out.dtype == np.uint8 and out.flags.c_contiguous:
+    if buffer[:2].tobytes() == JPEG_START and out.dtype == np.uint8:
         _decode_jpeg(buffer, out)
         return
     bands = out.shape[2] if out.ndim == 3 else 1
@@ -119,12 +119,13 @@ def _check_png_bands(buffer: np.ndarray, bands: int) -> None:
 
 def _decode_jpeg(buffer: np.ndarray, out: np.ndarray) -> None:
     """A JPEG payload decoded by libjpeg-turbo into `out` (uint8 [H, W], [H, W, 1] or
-    [H, W, 3], C-contiguous); a CodecError when it is cut short or of another shape."""
-    shape = out.shape[:2] if out.ndim == 2 or out.shape[2] == 1 else out.shape
+    [H, W, 3], a view of the row: copied in, never reshaped); a CodecError when it is cut short
+    or of another shape or band count."""
+    target = out[..., 0] if out.ndim == 3 and out.shape[2] == 1 else out
     if buffer[-2:].tobytes() != JPEG_END:
         raise CodecError(f"{len(buffer)} bytes of JPEG without its end (cut short)")
     try:
-        np.copyto(out.reshape(shape), imagecodecs.jpeg8_decode(buffer, out=_scratch_image(shape)))
+        np.copyto(target, imagecodecs.jpeg8_decode(buffer, out=_scratch_image(target.shape)))
     except imagecodecs.Jpeg8Error as exc:
         raise CodecError(f"{len(buffer)} bytes that do not decode as JPEG ({exc})") from None
     except ValueError:  # another size or band count than the field's

@@ -272,6 +272,23 @@ def test_jpeg_decodes_as_opencv_and_refuses_what_opencv_refuses():
         codec.decode_into(payload, np.empty((24, 32), np.uint8))
 
 
+def test_a_jpeg_lands_in_a_strided_row_and_a_colour_one_never_turns_grey():
+    """Rows that are views (a band of a wider array, every other column) take the same
+    pixels, and a colour JPEG is refused by a one-band row whatever its layout, never
+    converted to grey on the way."""
+    rng = np.random.default_rng(4)
+    picture = cv2.GaussianBlur(rng.integers(0, 256, (24, 32, 3), np.uint8), (5, 5), 0)
+    payload = codec.encode(picture, "jpeg", QUALITY)
+    want = np.empty((24, 32, 3), np.uint8)
+    codec.decode_into(payload, want)
+    strided = np.zeros((24, 64, 3), np.uint8)[:, ::2]
+    codec.decode_into(payload, strided)
+    assert np.array_equal(strided, want)
+    one_band = np.zeros((24, 32, 2), np.uint8)[..., :1]  # not contiguous
+    with pytest.raises(codec.CodecError, match=r"decodes to uint8 \[24, 32, 3\].*\[24, 32, 1\]"):
+        codec.decode_into(payload, one_band)
+
+
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_python_samples_take_the_encoding_too(tmp_path, fmt):
     rng = np.random.default_rng(3)
