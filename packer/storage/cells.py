@@ -197,11 +197,10 @@ class _RemoteParquet(_Parquet):
     def value(self, row: int, column: str) -> bytes:
         group = self._group(row)
         leaves, span = self._part(group, column)
-        # fetched outside the lock of the kept row groups: the other threads' go on meanwhile
-        ranges.cached(self.url, self.state, *span)
-        array = _KEPT.get(
-            (*self.key, group, column), lambda: self._decode(span, group, leaves, column)
-        )
+        key = (*self.key, group, column)
+        if key not in _KEPT.arrays:  # a miss (a racy look: at worst a fetch in vain): fetched
+            ranges.cached(self.url, self.state, *span)  # outside the kept row groups' lock
+        array = _KEPT.get(key, lambda: self._decode(span, group, leaves, column))
         return _bytes_of(array[row - self.starts[group]], column, row)
 
     def _part(self, group: int, column: str) -> tuple[list[int], tuple[int, int]]:

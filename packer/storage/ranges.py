@@ -156,7 +156,9 @@ def _fetch_to(local: Path, url: str, state: tuple[int, int], start: int, end: in
     )
     with room.claimed(local, end - start) as tmp:
         if (start, end) == (0, state[0]):
-            remote.download(url, tmp)
+            size, _ = remote.download(url, tmp)
+            if size != end - start:
+                raise OSError(f"{url}: got {size:,} bytes, expected {end - start:,}")
         else:
             with open(tmp, "r+b") as out:
                 out.write(fetch(url, [(start, end)])[0])

@@ -90,3 +90,17 @@ def test_the_least_recently_used_parts_go_past_the_bound(cache, monkeypatch):
     os.utime(recent, (long_ago + 1, long_ago + 1))
     newest = ranges.cached(url, state, 2000, 3000)
     assert not old.exists() and recent.exists() and newest.exists()
+
+
+def test_a_store_without_times_dates_a_file_by_its_content_id():
+    """The Hub's listing has sizes and content ids (`blob_id`, LFS `sha256`), no time: the id
+    stands in for it, so a same-size replacement is a new state (and the parts cached from
+    the old file are not taken for the new one's)."""
+    from packer.storage.remote import _mtime_ns
+
+    old = _mtime_ns({"size": 10, "blob_id": "a" * 40})
+    assert old == _mtime_ns({"size": 10, "blob_id": "a" * 40})  # stable, as listings repeat it
+    assert old != _mtime_ns({"size": 10, "blob_id": "b" * 40})
+    lfs = _mtime_ns({"size": 10, "lfs": {"sha256": "c" * 64}})
+    assert lfs not in (0, old)
+    assert _mtime_ns({"size": 10, "mtime": 7.9}) == 7 * 10**9  # a time wins where there is one
