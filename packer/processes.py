@@ -92,7 +92,8 @@ def one_opencv_thread() -> None:
     default, a thread per core in every worker, oversubscribes the cores). Only in a spawned
     worker: in a fork of a parent that ran OpenCV's thread pool (a script that resized, a
     compressed pack's plan), cv2.setNumThreads hangs on the pool the fork copied about every
-    other time; forked workers get the count from `one_opencv_thread_while_forking`."""
+    other time; forked workers get the count from `one_opencv_thread_while_forking`, which the
+    engine holds while its workers live."""
     import cv2
 
     cv2.setNumThreads(1)
@@ -100,8 +101,9 @@ def one_opencv_thread() -> None:
 
 @contextlib.contextmanager
 def one_opencv_thread_while_forking() -> Iterator[None]:
-    """OpenCV on one thread in this process while it forks workers, its own count again after:
-    the workers start with one thread and a pool at rest, set here where the threads exist."""
+    """OpenCV on one thread in this process while it forks workers (a pool may fork one
+    whenever it needs one), its own count again after: the workers start with one thread and a
+    pool at rest, set here where the threads exist."""
     import cv2
 
     before = cv2.getNumThreads()

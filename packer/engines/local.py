@@ -38,7 +38,7 @@ class LocalEngine:
         self.workers = workers or cpu_count()
         self._pool: ProcessPoolExecutor | None = None
         self._spawned = False
-        self._started = False  # whether the first submit has started the workers
+        self._opencv = contextlib.ExitStack()  # the parent's OpenCV count, while workers fork
 
     def start(self, converter: Any) -> None:
         context = multiprocessing.get_context(start_method())
@@ -48,29 +48,25 @@ class LocalEngine:
             # a million samples with their annotations) and copy every page it touches:
             # frozen, they are left alone and stay shared.
             gc.freeze()
+            # and forks (whenever the pool makes them) with OpenCV's pool at rest
+            self._opencv.enter_context(one_opencv_thread_while_forking())
         self._pool = ProcessPoolExecutor(
             self.workers,
             mp_context=context,
             initializer=_init_worker,
             initargs=(converter, os.getpid(), self._spawned),
         )
-        self._started = False
 
     def submit(self, method: str, *args: Any) -> Future:
         assert self._pool is not None, "start() the engine first"
-        # The first submits start the worker processes (spawned, one a submit; forked, all at
-        # the first): hide the caller's script from them, and fork with OpenCV's pool at rest.
-        forks = not (self._spawned or self._started)
-        opencv = one_opencv_thread_while_forking() if forks else contextlib.nullcontext()
-        with main_hidden(self._spawned), opencv:
-            future = self._pool.submit(_call, method, *args)
-        self._started = True
-        return future
+        with main_hidden(self._spawned):  # a spawned worker must not run the caller's script
+            return self._pool.submit(_call, method, *args)
 
     def stop(self, cancel: bool = False) -> None:
         if self._pool is None:
             return
         gc.unfreeze()
+        self._opencv.close()  # the parent's own OpenCV thread count again
         if cancel:
             _kill(self._pool)
         self._pool.shutdown(wait=True, cancel_futures=True)
