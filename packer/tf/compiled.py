@@ -68,9 +68,10 @@ def build(target: Path | None = None) -> Path:
     ]  # fmt: skip
     try:
         done = subprocess.run(command, capture_output=True, text=True)
-        if done.returncode != 0:
-            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            raise OSError(f"{command[0]} failed: {last}")
+        if done.returncode != 0:  # the first error says why (the last line is g++'s summary)
+            lines = done.stderr.strip().splitlines() or ["no output"]
+            why = next((line for line in lines if "error" in line), lines[-1])
+            raise OSError(f"{command[0]} failed: {why.strip()}")
         os.replace(partial, target)  # whole, even with several processes building at once
     finally:
         if os.path.exists(partial):
@@ -106,19 +107,20 @@ def take_pass(token: str) -> tuple[np.ndarray, np.ndarray]:
 
 def handles(passes: Passes) -> bool:
     """Whether the compiled source reads this dataset: a local npy pack (not a mixture) of
-    plain fixed fields in native byte order, read without augmentation or object targets."""
+    plain fixed fields in native byte order, read without augmentation or object targets, and
+    built eagerly (a dataset built inside a traced function, a `flat_map`'s say, keeps no
+    Python object alive to hand the source its passes)."""
     loader = passes.loader
     dataset = getattr(loader.split, "dataset", None)
     if (
         not ENABLED
+        or not tf.executing_eagerly()
         or passes.keys
         or loader.objects
         or getattr(loader.split, "plan", None) is not None
     ):
         return False
     if dataset is None or dataset.format != "npy" or dataset.cache is not None:
-        return False
-    if loader.sampler.shuffle == "windows":  # larger than RAM: the readers prefetch windows
         return False
     fields = fixed(dataset.fields)
     native = all(np.dtype(f.dtype).isnative for f in fields)

@@ -126,3 +126,19 @@ def test_without_a_compiler_one_line_and_the_same_batches(packs, tmp_path):
     np.testing.assert_array_equal(
         np.load(tmp_path / "x.npy"), np.concatenate([x for x, _ in wanted])
     )
+
+
+def test_a_dataset_built_inside_a_traced_function_reads_as_the_loader(packs):
+    """Inside a `flat_map`'s function no Python object outlives the tracing to hand the source
+    its passes: such a dataset takes the numpy_function read, with the same batches."""
+    inner = []
+
+    def build(_):
+        inner.append(packer.tf.dataset(packs["seg"], batch_size=4, seed=0, shuffle=False))
+        return inner[-1]
+
+    batches = tf.data.Dataset.range(2).flat_map(build)
+    assert inner[0].packer_read == "numpy_function"
+    want = expected(packs["seg"], 4, 0, shuffle=False, seed=0, uneven="allow")
+    want += expected(packs["seg"], 4, 1, shuffle=False, seed=0, uneven="allow")
+    same(batches, want)

@@ -79,6 +79,7 @@ class BufferPool {
       spare = &buffer;
     }
     auto* buffer = new PooledBuffer(size);
+    if (buffer->data() == nullptr) return buffer;  // no memory: not pooled, the caller says so
     if (buffers_.size() < kMaxBuffers) {
       buffers_.push_back(buffer);
     } else if (spare != nullptr) {
@@ -109,9 +110,33 @@ struct Mapping {
 
 using FileId = std::tuple<dev_t, ino_t, off_t, int64_t>;  // device, inode, size, mtime (ns)
 
+// The process's mappings by path, each with the file it mapped.
+struct MappedFiles {
+  std::mutex lock;
+  std::map<std::string, std::pair<FileId, std::shared_ptr<const Mapping>>> maps;
+};
+
+MappedFiles& Mapped() {
+  static MappedFiles* mapped = new MappedFiles();
+  return *mapped;
+}
+
+// Forget the mappings of files deleted or replaced since (once a dataset: a stat a file).
+void ForgetStaleMappings() {
+  MappedFiles& m = Mapped();
+  std::lock_guard<std::mutex> hold(m.lock);
+  for (auto it = m.maps.begin(); it != m.maps.end();) {
+    struct stat now;
+    const FileId& was = it->second.first;
+    const bool same = stat(it->first.c_str(), &now) == 0 && now.st_ino == std::get<1>(was) &&
+                      now.st_size == std::get<2>(was);
+    it = same ? std::next(it) : m.maps.erase(it);
+  }
+}
+
 Status MapFile(const std::string& path, std::shared_ptr<const Mapping>* out) {
-  static std::mutex lock;
-  static std::map<std::string, std::pair<FileId, std::shared_ptr<const Mapping>>> maps;
+  auto& lock = Mapped().lock;
+  auto& maps = Mapped().maps;
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return errors::NotFound(path, ": cannot be opened (", std::strerror(errno), ")");
   struct stat st;
@@ -122,13 +147,6 @@ Status MapFile(const std::string& path, std::shared_ptr<const Mapping>* out) {
   const FileId id{st.st_dev, st.st_ino, st.st_size,
                   int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec};
   std::lock_guard<std::mutex> hold(lock);
-  for (auto it = maps.begin(); it != maps.end();) {  // forget files deleted or replaced
-    struct stat now;
-    const FileId& was = it->second.first;
-    const bool same = stat(it->first.c_str(), &now) == 0 && now.st_ino == std::get<1>(was) &&
-                      now.st_size == std::get<2>(was);
-    it = same ? std::next(it) : maps.erase(it);
-  }
   auto found = maps.find(path);
   if (found == maps.end() || found->second.first != id) {
     auto mapping = std::make_shared<Mapping>();
@@ -300,7 +318,8 @@ Status TakePass(const Layout& l, std::vector<int64_t>* order, std::vector<int64_
   }
   for (int64_t i : *order) {
     if (i < 0 || i >= l.firsts.back()) {
-      return errors::OutOfRange("packer: sample ", i, " out of range 0..", l.firsts.back() - 1);
+      // not OutOfRange, which tf.data takes for the end of the pass: an epoch cut short
+      return errors::Internal("packer: sample ", i, " out of range 0..", l.firsts.back() - 1);
     }
   }
   return OkStatus();
@@ -334,6 +353,7 @@ class PackerPassesDatasetOp : public DatasetOpKernel {
       l->shapes.push_back(PartialTensorShape({rows}).Concatenate(
           PartialTensorShape(l->rows[f].dim_sizes())));
     }
+    ForgetStaleMappings();
     for (size_t k = 0; k < l->files.size(); ++k) {
       std::shared_ptr<const Mapping> mapping;
       OP_REQUIRES_OK(ctx, MapFile(l->files[k], &mapping));
@@ -412,8 +432,7 @@ class PackerPassesDatasetOp : public DatasetOpKernel {
           if (*end_of_sequence) return OkStatus();
           ++next_;
         }
-        Read(l, order_.data() + starts_[b], starts_[b + 1] - starts_[b], out);
-        return OkStatus();
+        return Read(l, order_.data() + starts_[b], starts_[b + 1] - starts_[b], out);
       }
 
      protected:
@@ -430,8 +449,8 @@ class PackerPassesDatasetOp : public DatasetOpKernel {
 
      private:
       // Rows `index[0..rows)` (sorted sample numbers) of every field, as new output tensors.
-      static void Read(const Layout& l, const int64_t* index, int64_t rows,
-                       std::vector<Tensor>* out) {
+      static Status Read(const Layout& l, const int64_t* index, int64_t rows,
+                         std::vector<Tensor>* out) {
         const size_t fields = l.dtypes.size();
         std::vector<int64_t> shard(rows), local(rows);
         for (int64_t r = 0; r < rows; ++r) {
@@ -444,6 +463,10 @@ class PackerPassesDatasetOp : public DatasetOpKernel {
           TensorShape shape({rows});
           shape.AppendShape(l.rows[f]);
           PooledBuffer* buffer = Pool().Take(std::max<int64_t>(1, rows * l.bytes[f]));
+          if (buffer->data() == nullptr) {  // out of memory: an error, not a write to null
+            buffer->Unref();
+            return errors::ResourceExhausted("packer: no memory for a batch of ", rows, " rows");
+          }
           out->emplace_back(l.dtypes[f], shape, buffer);
           buffer->Unref();  // the tensor holds it now (and the pool, if pooled)
           outs[f] = static_cast<char*>(buffer->data());
@@ -467,6 +490,7 @@ class PackerPassesDatasetOp : public DatasetOpKernel {
         } else {
           helpers.Run(parts, [&](int p) { copy(rows * p / parts, rows * (p + 1) / parts); });
         }
+        return OkStatus();
       }
 
       mutex mu_;
