@@ -107,10 +107,10 @@ class PackPlan:
         return {p for s in self.scan.samples for p in sample_files(s)}
 
     def planned_bytes(self, skip: set[str] | frozenset[str] = frozenset()) -> int:
-        """Bytes the shards not in `skip` will take, uncompressed (an upper bound for
-        compressed formats)."""
+        """Bytes the shards not in `skip` will take as stored: exactly for raw fields,
+        estimated where fields are encoded (`stored`)."""
         return sum(
-            len(s.samples) * self.record_bytes for s in self.all_shards if s.name not in skip
+            len(s.samples) * self.stored.record for s in self.all_shards if s.name not in skip
         )
 
     def shard_tasks(self, skip: set[str] | frozenset[str] = frozenset()) -> list[ShardTask]:

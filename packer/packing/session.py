@@ -184,15 +184,13 @@ class _Job:
     def _needed(self, skip: set[str]) -> tuple[int, str]:
         """Bytes the shards not in `skip` take on disk, and how they were counted: decoded for
         a raw pack, the stored estimate with its margin when fields are encoded."""
-        plan, stored = self.plan, self.plan.stored
+        needed, stored = self.plan.planned_bytes(skip=skip), self.plan.stored
         if not stored.encoded:
-            return plan.planned_bytes(skip=skip), "uncompressed"
-        samples = sum(len(s.samples) for s in plan.all_shards if s.name not in skip)
+            return needed, "uncompressed"
         margin = round(100 * (STORED_MARGIN - 1))
-        return (
-            math.ceil(samples * stored.record * STORED_MARGIN),
-            f"estimated as stored, {stored.what}, plus {margin}%",
-        )
+        return math.ceil(
+            needed * STORED_MARGIN
+        ), f"estimated as stored, {stored.what}, plus {margin}%"
 
     def _pack_missing(self, decision: Decision) -> dict:
         """Pack the shards not kept and build the manifest from all receipts."""
