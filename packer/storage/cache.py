@@ -6,8 +6,10 @@ pack's own layout so that the formats' `open_shard` reads the cached copy as a l
 
 - A file is downloaded to a temporary name, its size and SHA-256 checked against the
   manifest, then renamed: a partial or corrupt download is never used.
-- Concurrent readers on one machine share the cache: a per-file lock makes one process
-  download while the others wait for it, and eviction runs under a cache-wide lock.
+- Concurrent readers on one machine share the cache: a file's lock makes one process
+  download while the others wait for it, and eviction runs under a cache-wide lock. The
+  locks are LOCK_FILES files, each file's chosen by a hash of its name, so the lock folder
+  stays the same size however many files the cache has seen.
 - Size bound with LRU eviction: each use of a file touches its mtime (at most once per
   TOUCH_EVERY seconds per process); when the cache grows past `max_bytes`, the least recently
   used files go first. The files of the shard being fetched, and files touched in the last
@@ -44,6 +46,7 @@ TOUCH_EVERY = 30.0  # seconds between LRU touches of one file by one process
 GRACE = 10.0  # files used this recently are never evicted (between fetch and open)
 STALE_TMP = 3600.0  # a temporary download this old was left by a killed process
 DOWNLOAD_THREADS = 4
+LOCK_FILES = 256  # two files share a lock 1 time in 256: a rare, short wait, never a deadlock
 _TMP = ".tmp-"
 
 
@@ -72,6 +75,14 @@ def flock(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def file_lock(top: Path, name: str) -> contextlib.AbstractContextManager[None]:
+    """The lock of one cached file `name` (any string naming it) under the cache folder `top`:
+    one of LOCK_FILES lock files, so they are not left behind one per file ever fetched. Never
+    take a second file's lock while holding one (two names may share a lock file)."""
+    bucket = int(hashlib.sha256(name.encode()).hexdigest()[:8], 16) % LOCK_FILES
+    return flock(top / ".locks" / f"file-{bucket:03d}")
 
 
 @dataclass(frozen=True)
@@ -170,7 +181,7 @@ class ShardCache:
         if self._valid(local, f):
             touch(local)
             return local
-        with flock(self.cache_dir / ".locks" / _lock_name(self.root, f["path"])):
+        with file_lock(self.cache_dir, f"{self.root}\0{f['path']}"):
             if not self._valid(local, f):  # another process may have fetched it meanwhile
                 keep = {self.root / g["path"] for g in batch}
                 with self.room.claimed(local, f["bytes"], keep) as tmp:
@@ -223,10 +234,6 @@ def touch(path: Path) -> None:
     """Mark a cached file used now, for the LRU order (gone meanwhile: nothing to mark)."""
     with contextlib.suppress(OSError):
         os.utime(path)
-
-
-def _lock_name(root: Path, path: str) -> str:
-    return hashlib.sha256(f"{root}\0{path}".encode()).hexdigest()[:32]
 
 
 def _cached_files(top: Path) -> Iterator[tuple[Path, int, float, bool]]:

@@ -139,7 +139,7 @@ def cached(url: str, state: tuple[int, int], start: int, end: int) -> Path:
     local = top / "sources" / key / f"{start}-{end}"
     age = _age(local, end - start)
     if age is None:
-        with cache.flock(top / ".locks" / f"source-{key}-{start}-{end}"):
+        with cache.file_lock(top, f"source-{key}-{start}-{end}"):
             if _age(local, end - start) is None:  # another process may have fetched it
                 _fetch_to(local, url, state, start, end)
     elif age > cache.GRACE / 2:  # used again: spared by eviction for GRACE seconds from now

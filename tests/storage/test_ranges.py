@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from packer.storage import cache as cache_module
 from packer.storage import ranges, remote
 from packer.storage.cache import GRACE
 
@@ -90,6 +91,17 @@ def test_the_least_recently_used_parts_go_past_the_bound(cache, monkeypatch):
     os.utime(recent, (long_ago + 1, long_ago + 1))
     newest = ranges.cached(url, state, 2000, 3000)
     assert not old.exists() and recent.exists() and newest.exists()
+
+
+def test_parts_share_a_fixed_set_of_lock_files(cache, monkeypatch):
+    monkeypatch.setattr(cache_module, "LOCK_FILES", 4)
+    url = memory_parquet("locks", rows=40)
+    state = remote.stat(url)
+    whole = fsspec.filesystem("memory").cat_file(url)
+    for start in range(0, 3000, 100):  # 30 parts, each its own bytes
+        assert ranges.cached(url, state, start, start + 100).read_bytes() == whole[start:][:100]
+    locks = {p.name for p in (cache / ".locks").iterdir()} - {"evict-sources"}
+    assert 1 <= len(locks) <= 4  # not one lock file left behind a part
 
 
 def test_a_store_without_times_dates_a_file_by_its_content_id():
