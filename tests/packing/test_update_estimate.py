@@ -182,7 +182,9 @@ def test_python_samples_keep_their_packs_estimate_too(src, tmp_path):
     out = tmp_path / "out"
     packer.pack(samples, out, size=SIZE, shard_size=SHARD, workers=1, **JPEG)
     edit_a_drawn_source(src)
-    fresh = packer.pack(samples, tmp_path / "new", size=SIZE, shard_size=SHARD, dry_run=True, **JPEG)
+    fresh = packer.pack(
+        samples, tmp_path / "new", size=SIZE, shard_size=SHARD, dry_run=True, **JPEG
+    )
     assert "about 1,600 bytes a sample" in fresh  # a new estimate would move every boundary
     ds = packer.pack(samples, out, size=SIZE, shard_size=SHARD, workers=1, **JPEG)
     assert ds.manifest["run"]["update"]["packed_shards"] == 1
