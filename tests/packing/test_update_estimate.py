@@ -189,3 +189,12 @@ def test_python_samples_keep_their_packs_estimate_too(src, tmp_path):
     ds = packer.pack(samples, out, size=SIZE, shard_size=SHARD, workers=1, **JPEG)
     assert ds.manifest["run"]["update"]["packed_shards"] == 1
     assert ds.manifest["stored_size"]["record_bytes"] == 1500
+
+
+def test_a_pack_in_a_bucket_keeps_its_estimate(src, s3, bucket):
+    out = f"{bucket}/packed"
+    packer.pack(src, out=out, size=SIZE, shard_size=SHARD, workers=1, **JPEG)
+    edit_a_drawn_source(src)
+    assert make_plan(src, out, size=SIZE, shard_size=SHARD, **JPEG).stored.own
+    ds = packer.pack(src, out=out, size=SIZE, shard_size=SHARD, workers=1, **JPEG)
+    assert ds.manifest["run"]["update"]["packed_shards"] == 1
