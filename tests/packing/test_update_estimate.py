@@ -128,11 +128,18 @@ def test_other_options_or_overwrite_estimate_anew(src, tmp_path):
     assert made.manifest["stored_size"]["record_bytes"] > 1500
 
 
-def test_a_pack_that_recorded_no_estimate_is_estimated_as_before(src, tmp_path):
+@pytest.mark.parametrize(
+    "recorded",
+    [None, {"record_bytes": 0, "samples": 24, "encodings": "jpeg q90"}, "1500"],
+    ids=["older pack", "no bytes", "not an estimate"],
+)
+def test_a_pack_that_recorded_no_estimate_is_estimated_as_before(src, tmp_path, recorded):
     out = tmp_path / "out"
     pack(src, out)
     manifest = json.loads((out / "dataset.json").read_text())
     del manifest["stored_size"]  # as packs made before it was recorded
+    if recorded is not None:  # or a record that is no estimate
+        manifest["stored_size"] = recorded
     (out / "dataset.json").write_text(json.dumps(manifest))
     edit_a_drawn_source(src)
     plan = make_plan(src, out, size=SIZE, shard_size=SHARD, **JPEG)
