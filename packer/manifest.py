@@ -42,13 +42,16 @@ def build(
     converter_revision: int,
     left_out: list[str] | None = None,
     keypoints: dict | None = None,
+    stored_size: dict | None = None,
 ) -> dict:
     """Assemble the manifest; receipts are taken in (split, shard) order so stats are exact.
 
     Each shard lists its files (what `verify` hashes and readers read) and, under `receipt`,
     the receipt beside them (statistics and the states of its sources, for updates).
     `left_out` (present when not empty) says what the source holds that no field stores;
-    `keypoints` (when given) names a keypoints field's points, its skeleton and flip order.
+    `keypoints` (when given) names a keypoints field's points, its skeleton and flip order;
+    `stored_size` (when given: fields are encoded) is the estimate the shards were cut by,
+    which an update of the pack cuts them by again.
     """
     receipts = sorted(receipts, key=lambda r: r["name"])
     splits: dict[str, dict] = {}
@@ -81,6 +84,7 @@ def build(
         "source": source,
         "fingerprint": fingerprint,
         "converter_revision": converter_revision,
+        **({"stored_size": stored_size} if stored_size else {}),
         "run": {**run, "backends": dict(sorted(backends.items()))},
         "rejected": rejected + [x for r in receipts for x in r["rejected"]],
         "unknown_labels": [u for r in receipts for u in r["unknown"]],

@@ -36,7 +36,7 @@ from .order import shuffled
 from .placement import check_out
 from .preflight import default_size
 from .shapes import listed_fields
-from .stored_size import StoredSize, estimate
+from .stored_size import StoredSize, estimate, own
 from .tasks import ChunkTask, ShardTask
 
 CHUNK_BYTES = 8 << 20  # one worker task writes about this much; small enough to balance 2 cores
@@ -294,7 +294,10 @@ def make_plan(
         image_kinds=kinds,
         min_box_size=o.min_box_size,
     )
-    on_disk = estimate(config, found.samples, o.seed)  # shards of what lands on disk
+    # shards of what lands on disk: by the estimate of the pack in OUT when this run updates it
+    on_disk = own(out_path, recorded, found.root, CONVERTER_REVISION) or estimate(
+        config, found.samples, o.seed
+    )
     shards = plan_shards(found.samples, o.seed, on_disk.record, o.shard_size, found.root)
     notes += on_disk.notes(o.shard_size)
     fingerprint = _fingerprint(recorded, found)

@@ -28,6 +28,7 @@ from .convert import PackConfig
 from .format_options import check_fields, format_options
 from .options import PlanOptions
 from .plan import (
+    CONVERTER_REVISION,
     PackPlan,
     _conversion,
     _fingerprint,
@@ -36,7 +37,7 @@ from .plan import (
     plan_shards,
 )
 from .shapes import picture, value_field
-from .stored_size import estimate
+from .stored_size import estimate, own
 
 LAYOUT = "python samples"
 
@@ -155,10 +156,11 @@ def plan_samples(
         conversion=conversion,
         min_box_size=o.min_box_size,
     )
-    on_disk = estimate(config, found, o.seed)  # shards of what lands on disk
+    out_path = storage.as_path(out).expanduser()
+    # shards of what lands on disk: by the estimate of the pack in OUT when this run updates it
+    on_disk = own(out_path, recorded, root, CONVERTER_REVISION) or estimate(config, found, o.seed)
     shards = plan_shards(found, o.seed, on_disk.record, o.shard_size)
     notes = [*notes, *on_disk.notes(o.shard_size)]  # the scan's own stay the source's
-    out_path = storage.as_path(out).expanduser()
     fingerprint = _fingerprint(recorded, scan)
     return PackPlan(
         scan, out_path, table, config, shards, recorded, fingerprint, on_disk, notes, size_rule

@@ -11,6 +11,7 @@ the work folder. A refused or up-to-date run leaves nothing behind.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import math
 import time
@@ -25,7 +26,7 @@ from ..flags import flag
 from ..imaging import backend_versions
 from ..labels import ClassTable
 from . import plan as planning
-from . import schedule
+from . import schedule, stored_size
 from .convert import Converter
 from .ledger import Decision, Ledger, scratch
 from .options import RunOptions
@@ -71,6 +72,8 @@ def execute(
     engine = o.engine if engine is None else engine
     if not plan.scan.samples:
         raise PackError(f"{plan.scan.root}: nothing to pack")
+    if overwrite and plan.stored.own:
+        plan = _estimated_anew(plan)
     runner = (
         engines.create(engine, workers=workers, **(engine_options or {}))
         if isinstance(engine, str)
@@ -98,6 +101,19 @@ def execute(
     finally:
         if created and storage.is_dir(out) and not storage.list_dir(out):
             storage.remove_tree(out)  # a refused first run leaves no empty folder either
+
+
+def _estimated_anew(plan: PackPlan) -> PackPlan:
+    """`plan` with its stored size estimated anew where it took the estimate of the pack in
+    OUT, which `overwrite` replaces: the shards a fresh pack has."""
+    seed, shard_size = plan.options["seed"], plan.options["shard_size"]
+    stored = stored_size.estimate(plan.config, plan.scan.samples, seed)
+    shards = planning.plan_shards(
+        plan.scan.samples, seed, stored.record, shard_size, plan.scan.root
+    )
+    old = plan.stored.notes(shard_size)
+    notes = [n for n in plan.notes if n not in old] + stored.notes(shard_size)
+    return dataclasses.replace(plan, shards=shards, stored=stored, notes=notes)
 
 
 def writing_error(out: Path, exc: OSError) -> StorageError:
@@ -242,6 +258,7 @@ class _Job:
             rejected=self.rejected,
             left_out=plan.scan.left_out,
             keypoints=plan.scan.keypoints and plan.scan.keypoints.to_json(),
+            stored_size=plan.stored.to_json(),
         )
 
 

@@ -2,22 +2,28 @@
 compressed pack's shards hold: a few of the pack's samples (seeded, spread over the set) go
 through the converter and the fields' encoder, as packing sends them, each field encoded as
 its format stores it (`stored_fields`); fields stored raw count their decoded bytes. Without an
-encoded field a record's stored bytes are its decoded bytes.
+encoded field a record's stored bytes are its decoded bytes. A pack records its estimate
+(`to_json`); a run over a pack of the same sources and options takes that one (`own`), so an
+edit to a drawn source moves no shard's boundary and an update packs again only its shard.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 import random
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
 
-from .. import formats
+from .. import formats, manifest, storage
 from ..errors import PackError
 from ..flags import name_of
 from ..schema import Field, record_bytes
 from ..sources import Sample
 from .convert import Converter, PackConfig
+from .ledger.workdir import plan_marker
 from .values import SampleError
 
 # Samples encoded for the estimate: the mean of this many payloads is within a few percent of
@@ -28,22 +34,32 @@ SAMPLED = 24
 @dataclass(frozen=True)
 class StoredSize:
     """One record's bytes as stored: estimated (`encoded` samples encoded) or, for a pack
-    without encoded fields, exactly its decoded bytes (`encoded` 0)."""
+    without encoded fields, exactly its decoded bytes (`encoded` 0). `own`: the estimate the
+    pack in OUT was made with, taken again rather than made anew."""
 
     record: int
     encoded: int = 0
     what: str = ""  # the encodings, as `jpeg q90, png`
+    own: bool = False
 
     def notes(self, shard_bytes: int) -> list[str]:
         """The estimate as a plan's note (none when nothing is encoded)."""
         if not self.encoded:
             return []
         per_shard = max(1, shard_bytes // self.record)
+        whose = ", the pack's own, kept for its updates" if self.own else ""
         return [
             f"shard size ({name_of('shard_size')}) {shard_bytes:,} bytes: about "
             f"{self.record:,} bytes a sample as stored (estimated from {self.encoded} samples "
-            f"encoded as {self.what}), {per_shard:,} sample{'s' * (per_shard != 1)} a shard"
+            f"encoded as {self.what}{whose}), {per_shard:,} sample{'s' * (per_shard != 1)} "
+            "a shard"
         ]
+
+    def to_json(self) -> dict | None:
+        """The estimate as a pack records it (manifest, plan.json); None when exact (raw)."""
+        if not self.encoded:
+            return None
+        return {"record_bytes": self.record, "samples": self.encoded, "encodings": self.what}
 
 
 def estimate(config: PackConfig, samples: Sequence[Sample], seed: int) -> StoredSize:
@@ -73,6 +89,29 @@ def estimate(config: PackConfig, samples: Sequence[Sample], seed: int) -> Stored
     mean = raw + sum(sizes) / len(sizes)
     what = sorted({f"jpeg q{quality}" if f.encoding == "jpeg" else f.encoding for f in encoded})
     return StoredSize(round(float(f"{mean:.2g}")), len(sizes), ", ".join(what))
+
+
+def own(out: Path, options: Mapping, root: str | os.PathLike, revision: int) -> StoredSize | None:
+    """The estimate OUT's pack was made with (its manifest's, or an unfinished pack's
+    plan.json's) when that pack has the same source folder, `options` and converter `revision`
+    (one that a run of this plan updates or resumes); None otherwise, or when it recorded none
+    (raw, or made before packs recorded it): then the plan estimates as for a fresh pack."""
+    for path in (out / manifest.MANIFEST_NAME, plan_marker(out)):
+        try:
+            if not storage.exists(path):
+                continue
+            made = json.loads(storage.read_text(path))
+            kept = made["stored_size"]
+            stored = StoredSize(int(kept["record_bytes"]), int(kept["samples"]), kept["encodings"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None  # none recorded; an unreadable file is the run's decision to name
+        same = (
+            made.get("source", {}).get("root") == str(root)
+            and made.get("options") == json.loads(json.dumps(options))
+            and made.get("converter_revision") == revision
+        )
+        return replace(stored, own=True) if same and stored.record > 0 else None
+    return None
 
 
 def stored_fields(config: PackConfig) -> tuple[Field, ...]:

@@ -65,7 +65,9 @@ def decide(out: Path, plan: PackPlan, overwrite: bool, update: bool) -> Decision
 
 
 def marker_for(plan: PackPlan, command: str | None, cwd: str | None) -> dict:
-    """The plan.json of an unfinished pack: enough to recognise it, resume it and say how."""
+    """The plan.json of an unfinished pack: enough to recognise it, resume it and say how (a
+    compressed pack's estimate too, which a resume cuts the shards by again)."""
+    stored = plan.stored.to_json()
     return {
         "fingerprint": plan.fingerprint,
         "format": plan.config.format,
@@ -77,6 +79,7 @@ def marker_for(plan: PackPlan, command: str | None, cwd: str | None) -> dict:
         "shards": {s.name: [s.split, plan.shard_fingerprints[s.name]] for s in plan.all_shards},
         "command": command,
         "cwd": cwd,
+        **({"stored_size": stored} if stored else {}),
     }
 
 
