@@ -106,6 +106,8 @@ def pack_command(ctx, src, out, fmt, size, dry_run, **options) -> None:
     try:
         stages = by_stage(options)
         plan = packing.make_plan(src, out, fmt, size, **stages.plan)
+        if stages.run.overwrite:
+            plan = packing.for_overwrite(plan)  # its notes are those of what is packed
         if dry_run:
             predicted = preflight.predict_rejections(
                 plan.scan.root, plan.scan.samples, plan.config.max_pixels

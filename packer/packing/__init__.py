@@ -20,9 +20,9 @@ from ..reading.dataset import PackedDataset, open_dataset
 from .options import DEFAULT_SHARD_BYTES, PLAN_OPTIONS, RUN_OPTIONS, by_stage
 from .plan import PackPlan, make_plan
 from .samples import describe, plan_samples
-from .session import execute
+from .session import execute, for_overwrite
 
-__all__ = ["DEFAULT_SHARD_BYTES", "PackPlan", "execute", "make_plan", "pack"]
+__all__ = ["DEFAULT_SHARD_BYTES", "PackPlan", "execute", "for_overwrite", "make_plan", "pack"]
 
 
 def pack(
@@ -60,6 +60,8 @@ def pack(
         plan = plan_samples(src, out, format, size, fields, **stages.plan)
         shown_src = f"<{len(plan.scan.samples)} samples>"
         given["fields"] = fields and {k: getattr(v, "name", v) for k, v in fields.items()}
+    if stages.run.overwrite:
+        plan = for_overwrite(plan)  # what the run packs, shown by the dry run too
     if dry_run:
         return describe(plan)
     shown = ", ".join(f"{k}={v!r}" for k, v in given.items() if v is not None)

@@ -72,8 +72,8 @@ def execute(
     engine = o.engine if engine is None else engine
     if not plan.scan.samples:
         raise PackError(f"{plan.scan.root}: nothing to pack")
-    if overwrite and plan.stored.own:
-        plan = _estimated_anew(plan)
+    if overwrite:
+        plan = for_overwrite(plan)
     runner = (
         engines.create(engine, workers=workers, **(engine_options or {}))
         if isinstance(engine, str)
@@ -103,9 +103,12 @@ def execute(
             storage.remove_tree(out)  # a refused first run leaves no empty folder either
 
 
-def _estimated_anew(plan: PackPlan) -> PackPlan:
-    """`plan` with its stored size estimated anew where it took the estimate of the pack in
-    OUT, which `overwrite` replaces: the shards a fresh pack has."""
+def for_overwrite(plan: PackPlan) -> PackPlan:
+    """The plan an `overwrite` run packs: `plan` with its stored size estimated anew where it
+    took the estimate of the pack in OUT, which the run replaces (the shards a fresh pack has);
+    `plan` itself otherwise."""
+    if not plan.stored.own:
+        return plan
     seed, shard_size = plan.options["seed"], plan.options["shard_size"]
     stored = stored_size.estimate(plan.config, plan.scan.samples, seed)
     shards = planning.plan_shards(

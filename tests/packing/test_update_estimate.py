@@ -107,6 +107,10 @@ def test_the_dry_run_says_the_estimate_is_the_packs_own(src, tmp_path):
         f"about 1,500 bytes a sample as stored (estimated from {SAMPLED} samples encoded as "
         "jpeg q90, the pack's own, kept for its updates), 8 samples a shard"
     ) in dry.output
+    replacing = CliRunner().invoke(pack_command, [*args, "--overwrite", "--dry-run"])
+    assert replacing.exit_code == 0, replacing.output  # --overwrite estimates anew: not its own
+    assert "bytes a sample as stored" in replacing.output
+    assert "the pack's own" not in replacing.output
 
 
 def test_other_options_or_overwrite_estimate_anew(src, tmp_path):
