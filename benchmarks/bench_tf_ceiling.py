@@ -11,15 +11,20 @@ right before every timed run (warm page cache), in interleaved rounds:
   copy, 8 buffers    the same into eight buffers in turn (what tf.data keeps in flight)
   PackedSequence     the Keras reader over the npy pack
   tf.dataset npy     `packer.tf.dataset`, a new iterator every epoch (as Keras' fit makes one):
-                     its compiled read (packer.tf.compiled, a tf.data source in C++)
+                     its compiled read (packer.tf.compiled, a tf.data source in C++), which
+                     copies the next batch on its helper threads while one is consumed
   tf.dataset npy, in a tf.function
                      the same dataset consumed by a loop inside a `tf.function`, as Keras'
                      fit takes its batches (no Python per batch on the training side)
+  tf.dataset npy, tf.data prefetch (and in a tf.function)
+                     the compiled read without its own read-ahead (`compiled.READ_AHEAD`
+                     off) and with tf.data's `prefetch(AUTOTUNE)` after it, as before
   tf.dataset npy, numpy_function read
                      the same with the compiled read turned off (`compiled.ENABLED`): each
                      batch read by packer's shard readers in one `tf.numpy_function`
-  tf.dataset tfrec   the uncompressed TFRecord pack (random access, its default: the
-                     numpy_function read)
+  tf.dataset tfrec (compiled)
+                     the uncompressed TFRecord pack (random access, its default): the same
+                     compiled read, each record's CRC32C checked once per process
 
 Ratios are paired round by round and reported as the median and range. Every reader run also
 records the process's CPU time (all threads) per batch: on a shared machine whose cores are
@@ -64,7 +69,10 @@ BATCH = 16
 GOALS = {"copy ceiling": 0.8, "PackedSequence": 0.9}  # tf.dataset over each, issue 39
 NUMPY = "tf.dataset npy, numpy_function read"
 IN_GRAPH = "tf.dataset npy, in a tf.function"
-READERS = ("PackedSequence", "tf.dataset npy", IN_GRAPH, NUMPY, "tf.dataset tfrec")
+PREFETCH = "tf.dataset npy, tf.data prefetch"
+PREFETCH_IN_GRAPH = "tf.dataset npy, tf.data prefetch, in a tf.function"
+TFREC = "tf.dataset tfrec (compiled)"
+READERS = ("PackedSequence", "tf.dataset npy", IN_GRAPH, PREFETCH, PREFETCH_IN_GRAPH, NUMPY, TFREC)
 
 Epoch = Callable[[], int]  # reads one epoch, returns the samples read
 
@@ -89,9 +97,10 @@ def epochs(packs: dict[str, Path]) -> dict[str, Epoch]:
     seq = harness.open_sequence(packs["npy"], BATCH)
     datasets = {
         name: packer.tf.dataset(packs[fmt], batch_size=BATCH, seed=0)
-        for name, fmt in (("tf.dataset npy", "npy"), ("tf.dataset tfrec", "tfrecord"))
+        for name, fmt in (("tf.dataset npy", "npy"), (TFREC, "tfrecord"))
     }
     datasets[NUMPY] = numpy_read(packs["npy"])
+    datasets[PREFETCH] = prefetched(packs["npy"])
     print("reads:", {name: d.packer_read for name, d in datasets.items()})
 
     def tf_epoch(dataset: tf.data.Dataset) -> Epoch:
@@ -107,13 +116,13 @@ def epochs(packs: dict[str, Path]) -> dict[str, Epoch]:
             samples += tf.shape(images, out_type=tf.int64)[0]
         return samples
 
-    def in_graph() -> int:
-        return int(consume(datasets["tf.dataset npy"]))
+    def in_graph(name: str) -> Epoch:
+        return lambda: int(consume(datasets[name]))
 
     return (
         {"PackedSequence": lambda: harness.sequence_epoch(seq)}
         | {name: tf_epoch(ds) for name, ds in datasets.items()}
-        | {IN_GRAPH: in_graph}
+        | {IN_GRAPH: in_graph("tf.dataset npy"), PREFETCH_IN_GRAPH: in_graph(PREFETCH)}
     )
 
 
@@ -124,6 +133,16 @@ def numpy_read(npy: Path) -> tf.data.Dataset:
         return packer.tf.dataset(npy, batch_size=BATCH, seed=0)
     finally:
         compiled.ENABLED = True
+
+
+def prefetched(npy: Path) -> tf.data.Dataset:
+    """`packer.tf.dataset` over `npy` with the compiled read's own read-ahead turned off (so
+    tf.data's prefetch follows it, as before)."""
+    compiled.READ_AHEAD = False
+    try:
+        return packer.tf.dataset(npy, batch_size=BATCH, seed=0)
+    finally:
+        compiled.READ_AHEAD = True
 
 
 def side_by_side(packs: dict[str, Path], rounds: int, seconds: float) -> tuple[dict, dict]:

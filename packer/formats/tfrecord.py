@@ -334,6 +334,16 @@ class TFRecordShardReader:
         except (ValueError, IndexError, KeyError) as exc:
             raise OSError(f"{self.path}: record {i}: {exc}") from exc
 
+    def raw_layout(self) -> tuple[int, int, dict[str, int]]:
+        """Where record 0's data starts, the bytes from one record's data to the next's, and
+        each field's offset in a record where it sits at the same place in every record (the
+        file scanned on first use): what a copy of rows in place needs (packer.tf.compiled)."""
+        data = self.open()
+        if not self.count:
+            return 0, 0, {}
+        offsets = {name: begin for name, (begin, _) in self._layout(data).items()}
+        return int(self._starts[0]), int(self._lengths[0]) + FRAMING, offsets
+
     def _layout(self, data: mmap.mmap) -> dict[str, tuple[int, int]]:
         """Byte fields found at the same offset of every record (our writer's fixed layout).
 

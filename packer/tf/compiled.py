@@ -1,9 +1,11 @@
 """The compiled batch read of `packer.tf.dataset`: a tf.data source in C++ (`ops/passes.cc`)
-for npy packs of plain fixed fields, about twice the numpy_function read's rate (see
-benchmarks/results/2026-11-28-tf-data-compiled.md).
+for npy and uncompressed tfrecord packs of plain fixed fields, about twice the numpy_function
+read's rate (see benchmarks/results/2026-11-28-tf-data-compiled.md).
 
 Each new iterator (a Keras epoch) asks `Passes.take_pass` once for its pass's batches, then
-copies every batch's rows from the shard files with no Python and no function per element.
+copies every batch's rows from the shard files with no Python and no function per element
+(a tfrecord record's framing and CRC32C checked once per process before its bytes are used);
+as the pipeline's last stage it copies the next batch while one is consumed.
 The library is built with g++ against the installed TensorFlow on first use (or by
 scripts/install.sh) into a per-user folder keyed by TensorFlow's version and the source; where
 it cannot be built or loaded, one line says so and `packer.tf.dataset` reads as before.
@@ -26,18 +28,22 @@ from typing import TYPE_CHECKING
 import numpy as np
 import tensorflow as tf
 
-from ..formats import npy
-from ..schema import fixed
+from ..formats import npy, tfrecord
+from ..schema import Field, fixed
 from ..storage.cache import default_dir
 
 if TYPE_CHECKING:
     from .indexed import Passes
 
 SOURCE = Path(__file__).with_name("ops") / "passes.cc"
+HEADERS = sorted(SOURCE.parent.glob("*.h"))  # included by the source: part of its key
 CALLBACK = f"{__name__}:take_pass"
 READ_COMPILED, READ_NUMPY = "compiled", "numpy_function"
 # Whether datasets built from now on may use it: PACKER_TF_COMPILED=0 turns it off.
 ENABLED = os.environ.get("PACKER_TF_COMPILED", "1") != "0"
+# Whether a source that ends its pipeline reads ahead itself rather than through a tf.data
+# prefetch after it (the benchmark turns it off to measure the prefetch in the same run).
+READ_AHEAD = True
 
 _lock = threading.Lock()
 _library: object | None = None
@@ -48,7 +54,8 @@ _passes: weakref.WeakValueDictionary[str, Passes] = weakref.WeakValueDictionary(
 def library_path() -> Path:
     """Where the library for this TensorFlow and this source lives."""
     flags = [*tf.sysconfig.get_compile_flags(), *tf.sysconfig.get_link_flags()]
-    digest = hashlib.sha256(SOURCE.read_bytes() + " ".join(flags).encode()).hexdigest()[:16]
+    code = b"".join(p.read_bytes() for p in (SOURCE, *HEADERS))
+    digest = hashlib.sha256(code + " ".join(flags).encode()).hexdigest()[:16]
     folder = default_dir().with_name(default_dir().name + "-tf-ops")
     return folder / f"passes-tf{tf.__version__}-{digest}.so"
 
@@ -106,10 +113,11 @@ def take_pass(token: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def handles(passes: Passes) -> bool:
-    """Whether the compiled source reads this dataset: a local npy pack (not a mixture) of
-    plain fixed fields in native byte order, read without augmentation or object targets, and
-    built eagerly (a dataset built inside a traced function, a `flat_map`'s say, keeps no
-    Python object alive to hand the source its passes)."""
+    """Whether the compiled source reads this dataset: a local npy or uncompressed tfrecord
+    pack (not a mixture) of plain fixed fields in native byte order (a tfrecord pack's each at
+    the same place of every record), read without augmentation or object targets, and built
+    eagerly (a dataset built inside a traced function, a `flat_map`'s say, keeps no Python
+    object alive to hand the source its passes)."""
     loader = passes.loader
     dataset = getattr(loader.split, "dataset", None)
     if (
@@ -120,38 +128,75 @@ def handles(passes: Passes) -> bool:
         or getattr(loader.split, "plan", None) is not None
     ):
         return False
-    if dataset is None or dataset.format != "npy" or dataset.cache is not None:
+    if dataset is None or dataset.format not in ("npy", "tfrecord") or dataset.cache is not None:
         return False
     fields = fixed(dataset.fields)
     native = all(np.dtype(f.dtype).isnative for f in fields)
-    return native and fields == npy.plain(dataset.fields) and library() is not None
+    if not native or fields != npy.plain(dataset.fields):
+        return False
+    if dataset.format == "tfrecord" and not _records_hold(passes):
+        return False
+    return library() is not None
+
+
+def _records_hold(passes: Passes) -> bool:
+    """Whether every record of an uncompressed tfrecord split holds every field in place."""
+    split = passes.loader.split
+    if not tfrecord.random_access(split.dataset.format_options):
+        return False
+    names = {f.name for f in passes.fields}
+    shards = zip(split.shards, split.reader.shards, strict=True)
+    return all(names <= reader.raw_layout()[2].keys() for s, reader in shards if s["count"])
 
 
 def source(
-    passes: Passes, structure: object, rows: int | None, batches: int | None
+    passes: Passes, structure: object, rows: int | None, batches: int | None, ahead: bool
 ) -> tf.data.Dataset:
     """Each iterator's next pass: batches of the fields named in `structure` (a nest of field
     names), shaped as it; `rows` the batch size when every batch has it, `batches` every
-    pass's length when known."""
+    pass's length when known; `ahead`: copy the next batch while one is consumed (where the
+    source is the pipeline's last stage, no prefetch after it)."""
     loader, token = passes.loader, secrets.token_hex(8)
     _passes[token] = passes
     split = loader.split
     by_name = {f.name: f for f in passes.fields}
     fields = [by_name[name] for name in tf.nest.flatten(structure)]
-    root = Path(split.dataset.local_root) / split.name
-    files = [root / npy.file_name(s["name"], f.name) for s in split.shards for f in fields]
+    files, bases, strides, framed = _places(split, fields)
     dtypes = [tf.as_dtype(np.dtype(f.dtype)) for f in fields]
     variant = library().packer_passes_dataset(
         dtypes=dtypes,
         shapes=[list(f.shape) for f in fields],
         rows=-1 if rows is None else rows,
-        files=[str(f) for f in files],
-        bases=[npy.HEADER_BYTES] * len(files),
-        strides=[f.nbytes for _ in split.shards for f in fields],
+        files=files,
+        bases=bases,
+        strides=strides,
         firsts=[int(first) for first in split.offsets],
         callback=CALLBACK,
         token=token,
         batches=-2 if batches is None else batches,  # -2: unknown
+        framed=framed,
+        ahead=ahead,
     )
     specs = [tf.TensorSpec([rows, *f.shape], d) for f, d in zip(fields, dtypes, strict=True)]
     return tf.data.experimental.from_variant(variant, tf.nest.pack_sequence_as(structure, specs))
+
+
+def _places(split: object, fields: list[Field]) -> tuple[list, list, list, list]:
+    """Every shard field's file, its record 0's byte, the bytes between records (shard-major),
+    and each shard's record 0 data offset where its records are framed (tfrecord), else -1."""
+    root = Path(split.dataset.local_root) / split.name
+    if split.dataset.format == "npy":
+        files = [root / npy.file_name(s["name"], f.name) for s in split.shards for f in fields]
+        bases = [npy.HEADER_BYTES] * len(files)
+        strides = [f.nbytes for _ in split.shards for f in fields]
+        return [str(f) for f in files], bases, strides, [-1] * len(split.shards)
+    files, bases, strides, framed = [], [], [], []
+    options = split.dataset.format_options
+    for s, shard in zip(split.shards, split.reader.shards, strict=True):
+        first, step, offsets = shard.raw_layout()
+        path = str(root / tfrecord.file_name(s["name"], options))
+        files += [path] * len(fields)
+        bases += [first + offsets.get(f.name, 0) for f in fields]
+        strides += [step] * len(fields)
+        framed.append(first if s["count"] else -1)
+    return files, bases, strides, framed

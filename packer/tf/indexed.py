@@ -10,8 +10,9 @@ the arrays. A second function, run in parallel, is added only when there is in-g
 (augmentation, normalisation, one-hot), and `take_while` only when the first pass is a
 resumed, shorter one. `repeat=True` reads (epoch, batch) pairs from a stateless counter instead
 (one iterator, whose place `tf.train.Checkpoint` can save). An npy pack of plain fields
-without augmentation is read by the compiled source instead (see compiled): no function per
-batch, each iterator taking its pass from `Passes.take_pass`.
+(or an uncompressed tfrecord pack whose records hold them in place) without augmentation is
+read by the compiled source instead (see compiled): no function per batch, each iterator taking
+its pass from `Passes.take_pass`, and without in-graph work the source reads ahead itself.
 """
 
 from __future__ import annotations
@@ -120,7 +121,8 @@ def indexed(
             names if in_graph else (transform.targets.input, targets_of(names, transform.targets))
         )
         known = whole if len(loader) == whole else None  # a resumed first pass is shorter
-        batches = compiled.source(passes, structure, rows, known)
+        passes.ahead = not in_graph and compiled.READ_AHEAD  # nothing follows: no prefetch
+        batches = compiled.source(passes, structure, rows, known, passes.ahead)
         passes.read = compiled.READ_COMPILED
     else:  # each iteration (a Keras epoch) reads the next pass; its batch 0 starts it
         batches = tf.data.Dataset.range(max(whole, len(loader))).map(
@@ -170,6 +172,7 @@ class Passes:
             self.fields += loader.padder.padded_fields()
         self.ends_early = False  # whether an empty batch ends a pass (see `fetch`)
         self.read = compiled.READ_NUMPY  # which batch read the dataset runs
+        self.ahead = False  # whether that read copies the next batch itself (no prefetch)
         self._lock = threading.Lock()
         self._next = self._current = loader.epoch
 

@@ -1,7 +1,7 @@
 """`packer.tf.dataset`: a `tf.data.Dataset` of `(images, targets)` batches over any pack.
 
 Two sources end in the same in-graph work (normalisation and one-hot with the NumPy readers'
-semantics) and a prefetch:
+semantics) and a prefetch (none after a compiled source that reads ahead itself):
 
 - streamed (tfrecord packs, the default there): shard files, split per input pipeline, are
   interleaved; records go through a shuffle buffer, are batched first and then parsed,
@@ -9,7 +9,8 @@ semantics) and a prefetch:
 - random access (npy and recordio packs; uncompressed tfrecord with `stream=False`): shuffled
   batches of sample indices, each read by the format's shard readers, in the pipeline's one
   `tf.numpy_function` (see indexed), into 64-byte aligned arrays that TensorFlow adopts
-  without a copy; an npy pack of plain fields by a tf.data source in C++ (see compiled).
+  without a copy; an npy or uncompressed tfrecord pack of plain fields by a tf.data source
+  in C++ (see compiled).
   `dataset.packer_read` says which read runs.
 
 Multi-worker training gives each input pipeline its share through `tf.distribute`:
@@ -216,7 +217,8 @@ def dataset(
             path, split, order, o.start, transform, o.augment, o.cache_dir, o.cache_bytes,
             o.max_boxes,
         )  # fmt: skip
-    batches = batches.prefetch(tf.data.AUTOTUNE)
+    if position is None or not position.ahead:  # the compiled source reads ahead itself
+        batches = batches.prefetch(tf.data.AUTOTUNE)
     if position is not None and not o.repeat:  # what packer.keras.BackupAndRestore moves
         batches.packer_position = position
     batches.packer_read = "stream" if position is None else position.read  # which read runs

@@ -4,10 +4,13 @@ after epoch, resumed and split among ranks, and a plain fallback where it cannot
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -21,13 +24,21 @@ SIZE = (32, 24)
 
 @pytest.fixture(scope="module")
 def packs(seg_src, cls_src, tmp_path_factory) -> dict[str, Path]:
-    """Segmentation (3 shards) and classification npy packs, and a tfrecord one."""
+    """Segmentation (3 shards) and classification npy packs, and tfrecord ones."""
     root = tmp_path_factory.mktemp("tf-compiled")
     shard = 5 * SIZE[0] * SIZE[1] * 4
     packer.pack(seg_src, out=root / "seg", format="npy", size=SIZE, shard_size=shard)
     packer.pack(cls_src, out=root / "cls", format="npy", size=24, shard_size=8 * 24 * 24 * 3)
     packer.pack(seg_src, out=root / "tfrecord", format="tfrecord", size=SIZE)
-    return {name: root / name for name in ("seg", "cls", "tfrecord")}
+    packer.pack(cls_src, out=root / "cls-tfrecord", format="tfrecord", size=24)
+    return {name: root / name for name in ("seg", "cls", "tfrecord", "cls-tfrecord")}
+
+
+@pytest.fixture(scope="module")
+def big(cls_src, tmp_path_factory) -> Path:
+    """The classification source at 1024x768: 2.4 MB a sample, 16.5 MB a batch of 7."""
+    root = tmp_path_factory.mktemp("tf-compiled-big")
+    return Path(packer.pack(cls_src, out=root / "big", format="npy", size=(1024, 768)).root)
 
 
 def expected(path: Path, batch_size: int, epoch: int, **options) -> list[tuple]:
@@ -98,8 +109,8 @@ def test_what_it_does_not_handle_reads_as_before(packs):
     augmented = packer.tf.dataset(
         packs["seg"], batch_size=2, seed=0, augment=packer.Augment(horizontal_flip=True, seed=1)
     )
-    tfrecord = packer.tf.dataset(packs["tfrecord"], batch_size=2, seed=0, stream=False)
-    assert augmented.packer_read == tfrecord.packer_read == "numpy_function"
+    labels = packer.tf.dataset(packs["cls-tfrecord"], batch_size=2, seed=0)  # ids: varints
+    assert augmented.packer_read == labels.packer_read == "numpy_function"
     assert packer.tf.dataset(packs["tfrecord"], batch_size=2, stream=True).packer_read == "stream"
 
 
@@ -142,3 +153,80 @@ def test_a_dataset_built_inside_a_traced_function_reads_as_the_loader(packs):
     want = expected(packs["seg"], 4, 0, shuffle=False, seed=0, uneven="allow")
     want += expected(packs["seg"], 4, 1, shuffle=False, seed=0, uneven="allow")
     same(batches, want)
+
+
+def test_the_source_reads_ahead_only_as_the_last_stage(packs):
+    plain = packer.tf.dataset(packs["seg"], batch_size=4, seed=0)
+    mapped = packer.tf.dataset(packs["seg"], batch_size=4, seed=0, normalize="unit")
+    assert plain.packer_read == mapped.packer_read == "compiled"
+    assert plain.packer_position.ahead and not mapped.packer_position.ahead
+    assert "Prefetch" not in type(plain).__name__ and "Prefetch" in type(mapped).__name__
+
+
+def test_iterators_dropped_while_a_batch_is_copied_ahead(packs):
+    batches = packer.tf.dataset(packs["seg"], batch_size=2, seed=6)
+    for _ in range(40):  # each takes a pass, returns batch 0 and is copying batch 1 when dropped
+        iterator = iter(batches)
+        next(iterator)
+        del iterator
+    same(batches, expected(packs["seg"], 2, 40, seed=6, uneven="allow"))
+
+
+def test_a_tf_function_reads_every_batch(packs):
+    batches = packer.tf.dataset(packs["cls"], batch_size=4, seed=8)
+    assert batches.packer_position.ahead
+
+    @tf.function
+    def total(dataset: tf.data.Dataset) -> tuple[tf.Tensor, tf.Tensor]:
+        pixels, labels = tf.constant(0, tf.int64), tf.constant(0, tf.int64)
+        for x, y in dataset:
+            pixels += tf.reduce_sum(tf.cast(x, tf.int64))
+            labels += tf.reduce_sum(tf.cast(y, tf.int64))
+        return pixels, labels
+
+    for epoch in range(2):
+        wanted = expected(packs["cls"], 4, epoch, seed=8, uneven="allow")
+        got = [int(t) for t in total(batches)]
+        assert got == [sum(int(b[i].astype(np.int64).sum()) for b in wanted) for i in (0, 1)]
+
+
+def test_the_next_batch_is_copied_during_the_step(big):
+    """While the consumer's step runs (here a sleep, as a step on an accelerator leaves the
+    cores to the input), the helpers copy the next batch: the process spends about a batch's
+    read of CPU meanwhile."""
+    batches = packer.tf.dataset(big, batch_size=7, seed=0)
+    epochs = []  # CPU per batch of whole epochs; the least: other threads' work only adds
+    for _ in range(10):
+        start = cpu_seconds()
+        list(batches)
+        epochs.append((cpu_seconds() - start) / len(batches))
+    per_batch = min(epochs)
+    during = []
+    for _ in range(5):
+        iterator = iter(batches)
+        next(iterator)  # starts the pass; batch 1 is copied from here on
+        begin = cpu_seconds()
+        time.sleep(0.05)
+        during.append(cpu_seconds() - begin)
+        assert next(iterator)[0].shape[0] == 7
+    assert np.median(during) > 0.4 * per_batch
+
+
+def test_keras_fit_trains_on_it(packs):
+    batches = packer.tf.dataset(packs["cls"], batch_size=4, seed=8)
+    assert batches.packer_position.ahead
+    model = keras.Sequential(
+        [keras.Input((24, 24, 3)), keras.layers.Rescaling(1 / 255), keras.layers.Flatten(),
+         keras.layers.Dense(3)]
+    )  # fmt: skip
+    model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(True))
+    before = [w.copy() for w in model.get_weights()]
+    history = model.fit(batches, epochs=2, verbose=0)
+    assert len(history.history["loss"]) == 2 and np.isfinite(history.history["loss"]).all()
+    assert any(not np.array_equal(a, b) for a, b in zip(before, model.get_weights(), strict=True))
+
+
+def cpu_seconds() -> float:
+    """User and system CPU time of this process, all threads."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime

@@ -1,36 +1,26 @@
-// PackerPassesDataset: packer.tf.dataset's batches of an npy pack read in C++ (packer.tf.compiled).
+// PackerPassesDataset: packer.tf.dataset's batches of an npy or uncompressed TFRecord pack read
+// in C++ (packer.tf.compiled).
 //
 // A tf.data source: each new iterator (Keras makes one an epoch) asks packer's Python side
 // once for its pass (the sorted sample indices of every batch, from the seeded Loader), then
 // yields each batch with no Python, no GIL and no function per element: every field's rows
-// copied with memcpy from the shard files, mapped once per process, into buffers that a pool
-// hands out again once no tensor holds them, split over a helper thread per usable core.
-// Every field of every shard is one file whose record i starts at byte base + i * stride.
+// copied with memcpy from the shard files, mapped once per process (shards.h), into buffers
+// that a pool hands out again once no tensor holds them, split over a helper thread per
+// usable core (pool.h). Every field of every shard is one file whose record i starts at byte
+// base + i * stride; a TFRecord shard's records are checked (framing, CRC32C) before use.
+// As a pipeline's last stage (`ahead`), the source reads batch b + 1 on the helpers while
+// batch b is consumed, instead of a tf.data prefetch after it.
 #include <Python.h>
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <sched.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
-#include <cerrno>
-#include <condition_variable>
-#include <cstdlib>
-#include <cstring>
-#include <functional>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
-#include <tuple>
 #include <vector>
 
+#include "pool.h"
+#include "shards.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
-#include "tensorflow/core/framework/allocation_description.pb.h"
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/dataset.h"
 #include "tensorflow/core/framework/model.h"
@@ -40,216 +30,6 @@ using namespace tensorflow;
 
 // Each thread copies at least this many bytes of a batch (packer.reading.gather's measure).
 constexpr int64_t kMinBytesPerThread = 2 << 20;
-
-// A batch field's memory, kept by the process's pool and handed out again once no tensor
-// holds it: the batches rotate through a few buffers, which stay in the CPU cache, as
-// PackedSequence's pooled arrays do, instead of a fresh allocation for every batch.
-class PooledBuffer : public TensorBuffer {
- public:
-  explicit PooledBuffer(size_t size)
-      : TensorBuffer(std::aligned_alloc(64, (size + 63) / 64 * 64)), size_(size) {}
-  ~PooledBuffer() override { std::free(data()); }
-  size_t size() const override { return size_; }
-  TensorBuffer* root_buffer() override { return this; }
-  void FillAllocationDescription(AllocationDescription* proto) const override {
-    proto->set_requested_bytes(size_);
-    proto->set_allocator_name("packer_pool");
-  }
-
- private:
-  size_t size_;
-};
-
-class BufferPool {
- public:
-  ~BufferPool() {
-    for (PooledBuffer* buffer : buffers_) buffer->Unref();
-  }
-  // A buffer of `size` bytes no tensor holds (the caller's reference), or a new one, which
-  // the pool keeps in a free place or instead of a free buffer of another size.
-  PooledBuffer* Take(size_t size) {
-    std::lock_guard<std::mutex> hold(lock_);
-    PooledBuffer** spare = nullptr;
-    for (PooledBuffer*& buffer : buffers_) {
-      if (!buffer->RefCountIsOne()) continue;
-      if (buffer->size() == size) {
-        buffer->Ref();
-        return buffer;
-      }
-      spare = &buffer;
-    }
-    auto* buffer = new PooledBuffer(size);
-    if (buffer->data() == nullptr) return buffer;  // no memory: not pooled, the caller says so
-    if (buffers_.size() < kMaxBuffers) {
-      buffers_.push_back(buffer);
-    } else if (spare != nullptr) {
-      (*spare)->Unref();
-      *spare = buffer;
-    } else {
-      return buffer;  // every pooled buffer is in use: this one is the caller's alone
-    }
-    buffer->Ref();
-    return buffer;
-  }
-
- private:
-  static constexpr size_t kMaxBuffers = 16;
-  std::mutex lock_;
-  std::vector<PooledBuffer*> buffers_;
-};
-
-// A shard file mapped once for the process: a new mapping per iterator (Keras makes one an
-// epoch) would fault every page in again. Kept while the file on disk is the one mapped.
-struct Mapping {
-  const char* data = nullptr;
-  size_t size = 0;
-  ~Mapping() {
-    if (data != nullptr) munmap(const_cast<char*>(data), size);
-  }
-};
-
-using FileId = std::tuple<dev_t, ino_t, off_t, int64_t>;  // device, inode, size, mtime (ns)
-
-// The process's mappings by path, each with the file it mapped.
-struct MappedFiles {
-  std::mutex lock;
-  std::map<std::string, std::pair<FileId, std::shared_ptr<const Mapping>>> maps;
-};
-
-MappedFiles& Mapped() {
-  static MappedFiles* mapped = new MappedFiles();
-  return *mapped;
-}
-
-// Forget the mappings of files deleted or replaced since (once a dataset: a stat a file).
-void ForgetStaleMappings() {
-  MappedFiles& m = Mapped();
-  std::lock_guard<std::mutex> hold(m.lock);
-  for (auto it = m.maps.begin(); it != m.maps.end();) {
-    struct stat now;
-    const FileId& was = it->second.first;
-    const bool same = stat(it->first.c_str(), &now) == 0 && now.st_ino == std::get<1>(was) &&
-                      now.st_size == std::get<2>(was);
-    it = same ? std::next(it) : m.maps.erase(it);
-  }
-}
-
-Status MapFile(const std::string& path, std::shared_ptr<const Mapping>* out) {
-  auto& lock = Mapped().lock;
-  auto& maps = Mapped().maps;
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return errors::NotFound(path, ": cannot be opened (", std::strerror(errno), ")");
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    close(fd);
-    return errors::NotFound(path, ": cannot be read (", std::strerror(errno), ")");
-  }
-  const FileId id{st.st_dev, st.st_ino, st.st_size,
-                  int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec};
-  std::lock_guard<std::mutex> hold(lock);
-  auto found = maps.find(path);
-  if (found == maps.end() || found->second.first != id) {
-    auto mapping = std::make_shared<Mapping>();
-    if (st.st_size > 0) {
-      void* data = mmap(nullptr, st.st_size, PROT_READ, MAP_SHARED, fd, 0);
-      if (data == MAP_FAILED) {
-        close(fd);
-        return errors::Internal(path, ": cannot be mapped (", std::strerror(errno), ")");
-      }
-      mapping->data = static_cast<const char*>(data);
-      mapping->size = st.st_size;
-    }
-    maps[path] = {id, mapping};
-    found = maps.find(path);
-  }
-  close(fd);
-  *out = found->second.second;
-  return OkStatus();
-}
-
-// Helper threads that copy parts of a batch beside the calling thread (one fewer than the
-// cores this process may use; an iterator reads on one of TensorFlow's threads). The caller
-// takes parts too and never waits for a helper that has not started.
-class Helpers {
- public:
-  Helpers() {
-    cpu_set_t set;
-    int cores = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
-    for (int i = 1; i < cores; ++i) threads_.emplace_back([this] { Serve(); });
-    count_ = threads_.size() + 1;
-  }
-  ~Helpers() {
-    {
-      std::lock_guard<std::mutex> hold(lock_);
-      stop_ = true;
-    }
-    wake_.notify_all();
-    for (auto& t : threads_) t.join();
-  }
-  int count() const { return count_; }
-  // Run work(part) for part in [0, parts), on this thread and the helpers; returns when done.
-  void Run(int parts, const std::function<void(int)>& work) {
-    std::lock_guard<std::mutex> one(run_lock_);  // one batch at a time shares the helpers
-    auto job = std::make_shared<Job>(parts, work);
-    {
-      std::lock_guard<std::mutex> hold(lock_);
-      job_ = job;
-      ++generation_;
-    }
-    wake_.notify_all();
-    job->Drain();
-    {
-      std::lock_guard<std::mutex> hold(lock_);
-      job_.reset();
-    }
-    std::unique_lock<std::mutex> hold(job->lock);
-    job->finished.wait(hold, [&] { return job->done == job->parts; });
-  }
-
- private:
-  struct Job {
-    Job(int parts, const std::function<void(int)>& work) : parts(parts), work(work) {}
-    void Drain() {
-      int part, did = 0;
-      while ((part = next.fetch_add(1)) < parts) {
-        work(part);
-        ++did;
-      }
-      if (did) {
-        std::lock_guard<std::mutex> hold(lock);
-        done += did;
-        if (done == parts) finished.notify_all();
-      }
-    }
-    const int parts;
-    const std::function<void(int)>& work;
-    std::atomic<int> next{0};
-    std::mutex lock;
-    std::condition_variable finished;
-    int done = 0;
-  };
-  void Serve() {
-    std::unique_lock<std::mutex> hold(lock_);
-    uint64_t seen = 0;
-    while (true) {
-      wake_.wait(hold, [&] { return stop_ || (job_ && generation_ != seen); });
-      if (stop_) return;
-      auto job = job_;
-      seen = generation_;
-      hold.unlock();
-      job->Drain();
-      hold.lock();
-    }
-  }
-  std::vector<std::thread> threads_;
-  std::mutex lock_, run_lock_;
-  std::condition_variable wake_;
-  std::shared_ptr<Job> job_;
-  uint64_t generation_ = 0;
-  bool stop_ = false;
-  int count_ = 1;
-};
-
 
 using namespace tensorflow::data;
 
@@ -262,9 +42,11 @@ struct Layout {
   std::vector<PartialTensorShape> shapes;    // a batch of each field: [rows or ?, *row]
   std::vector<std::string> files;            // shard-major: shard s, field f at s * F + f
   std::vector<int64_t> bases, strides, firsts, bytes;
+  std::vector<int64_t> framed;               // a TFRecord shard's record 0 data offset, or -1
   std::vector<std::shared_ptr<const Mapping>> maps;
   std::string callback, token;               // "module:function" called with the token
   int64_t batches = kUnknownCardinality;
+  bool ahead = false;                        // read the next batch while one is consumed
 };
 
 BufferPool& Pool() {
@@ -325,6 +107,102 @@ Status TakePass(const Layout& l, std::vector<int64_t>* order, std::vector<int64_
   return OkStatus();
 }
 
+// One batch being read: its tensors, and its copy running on the helpers (and whoever waits).
+class Batch {
+ public:
+  // Rows `index[0..rows)` (sorted sample numbers) of every field into new tensors: copied by
+  // the helpers alone with `l->ahead` (End takes what they have not), else split between
+  // the helpers and End's caller as the batch's bytes allow.
+  static std::unique_ptr<Batch> Start(std::shared_ptr<const Layout> l, const int64_t* index,
+                                      int64_t rows) {
+    std::unique_ptr<Batch> batch(new Batch(std::move(l), index, rows));
+    Batch* b = batch.get();
+    if (!b->status_.ok() || rows == 0) return batch;
+    int64_t bytes = 0;
+    for (int64_t field : b->l_->bytes) bytes += rows * field;
+    Helpers& helpers = CopyHelpers();
+    const int64_t most = std::min<int64_t>(rows, std::max<int64_t>(1, bytes / kMinBytesPerThread));
+    // Read ahead, the helpers take the parts one by one until End's caller joins them.
+    const int64_t parts = b->l_->ahead ? most : std::min<int64_t>(most, helpers.count());
+    if (parts > 1 || b->l_->ahead) {
+      b->job_ = helpers.Start(parts, [b, rows, parts](int p) {
+        b->Copy(rows * p / parts, rows * (p + 1) / parts);
+      });
+    } else {
+      b->Copy(0, rows);
+    }
+    return batch;
+  }
+  ~Batch() {
+    if (job_) CopyHelpers().Finish(job_);  // never freed while a helper writes into it
+  }
+  // The batch's tensors once copied, or the first error found reading it.
+  Status End(std::vector<Tensor>* out) {
+    if (job_) CopyHelpers().Finish(job_);
+    job_.reset();
+    TF_RETURN_IF_ERROR(status_);
+    if (!error_.empty()) return errors::DataLoss(error_);
+    *out = std::move(tensors_);
+    return OkStatus();
+  }
+
+ private:
+  Batch(std::shared_ptr<const Layout> l, const int64_t* index, int64_t rows) : l_(std::move(l)) {
+    const Layout& lay = *l_;
+    shard_.resize(rows);
+    local_.resize(rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      const auto at = std::upper_bound(lay.firsts.begin(), lay.firsts.end(), index[r]) - 1;
+      shard_[r] = at - lay.firsts.begin();
+      local_[r] = index[r] - *at;
+    }
+    for (size_t f = 0; f < lay.dtypes.size(); ++f) {
+      TensorShape shape({rows});
+      shape.AppendShape(lay.rows[f]);
+      PooledBuffer* buffer = Pool().Take(std::max<int64_t>(1, rows * lay.bytes[f]));
+      if (buffer->data() == nullptr) {  // out of memory: an error, not a write to null
+        buffer->Unref();
+        status_ = errors::ResourceExhausted("packer: no memory for a batch of ", rows, " rows");
+        return;
+      }
+      tensors_.emplace_back(lay.dtypes[f], shape, buffer);
+      buffer->Unref();  // the tensor holds it now (and the pool, if pooled)
+      outs_.push_back(static_cast<char*>(buffer->data()));
+    }
+  }
+  // Rows [begin, end): a TFRecord shard's record checked first (once per process).
+  void Copy(int64_t begin, int64_t end) {
+    const Layout& l = *l_;
+    const size_t fields = l.dtypes.size();
+    for (int64_t r = begin; r < end; ++r) {
+      const size_t s = shard_[r], k0 = s * fields;
+      if (l.framed[s] >= 0) {
+        std::string error =
+            CheckRecord(*l.maps[k0], l.files[k0], l.framed[s], l.strides[k0], local_[r]);
+        if (!error.empty()) {
+          std::lock_guard<std::mutex> hold(lock_);
+          if (error_.empty()) error_ = std::move(error);
+          continue;
+        }
+      }
+      for (size_t f = 0; f < fields; ++f) {
+        const size_t k = k0 + f;
+        std::memcpy(outs_[f] + r * l.bytes[f],
+                    l.maps[k]->data + l.bases[k] + local_[r] * l.strides[k], l.bytes[f]);
+      }
+    }
+  }
+
+  const std::shared_ptr<const Layout> l_;
+  std::vector<int64_t> shard_, local_;
+  std::vector<Tensor> tensors_;
+  std::vector<char*> outs_;
+  Status status_;
+  std::shared_ptr<Job> job_;
+  std::mutex lock_;
+  std::string error_;  // the first record that failed its check
+};
+
 class PackerPassesDatasetOp : public DatasetOpKernel {
  public:
   explicit PackerPassesDatasetOp(OpKernelConstruction* ctx) : DatasetOpKernel(ctx) {
@@ -338,6 +216,8 @@ class PackerPassesDatasetOp : public DatasetOpKernel {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("callback", &l->callback));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("token", &l->token));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("batches", &l->batches));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("framed", &l->framed));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("ahead", &l->ahead));
     int64_t rows;
     OP_REQUIRES_OK(ctx, ctx->GetAttr("rows", &rows));
     const size_t fields = l->dtypes.size();
@@ -346,8 +226,9 @@ class PackerPassesDatasetOp : public DatasetOpKernel {
     const size_t shards = l->firsts.size() - 1;
     OP_REQUIRES(ctx,
                 l->files.size() == shards * fields && l->bases.size() == l->files.size() &&
-                    l->strides.size() == l->files.size(),
-                errors::InvalidArgument("PackerPassesDataset: a file, base, stride per shard field"));
+                    l->strides.size() == l->files.size() && l->framed.size() == shards,
+                errors::InvalidArgument("PackerPassesDataset: a file, base, stride per shard "
+                                        "field, a record offset per shard"));
     for (size_t f = 0; f < fields; ++f) {
       l->bytes.push_back(l->rows[f].num_elements() * DataTypeSize(l->dtypes[f]));
       l->shapes.push_back(PartialTensorShape({rows}).Concatenate(
@@ -364,9 +245,27 @@ class PackerPassesDatasetOp : public DatasetOpKernel {
                                       static_cast<int64_t>(mapping->size),
                   errors::DataLoss(l->files[k], ": holds fewer than the ", records,
                                    " records the manifest says"));
+      if (l->framed[s] >= 0) {
+        OP_REQUIRES_OK(ctx, CheckFraming(*l, k, records, *mapping));
+        mapping->Records(records);
+      }
       l->maps.push_back(std::move(mapping));
     }
     layout_ = std::move(l);
+  }
+
+  // A TFRecord shard's file is its records, `stride` bytes each, and field k lies inside each.
+  static Status CheckFraming(const Layout& l, size_t k, int64_t records, const Mapping& m) {
+    const size_t s = k / l.dtypes.size(), f = k % l.dtypes.size();
+    const int64_t first = l.framed[s], step = l.strides[k];
+    const bool inside = first >= kHeadBytes && step > kHeadBytes + kFootBytes &&
+                        l.bases[k] >= first &&
+                        l.bases[k] + l.bytes[f] <= first + step - kHeadBytes - kFootBytes;
+    if (!inside || first - kHeadBytes + records * step != static_cast<int64_t>(m.size)) {
+      return errors::DataLoss(l.files[k], ": not the ", records,
+                              " records of equal length the pack's reader found");
+    }
+    return OkStatus();
   }
 
   void MakeDataset(OpKernelContext* ctx, DatasetBase** output) override {
@@ -395,6 +294,7 @@ class PackerPassesDatasetOp : public DatasetOpKernel {
     Status AsGraphDefInternal(SerializationContext* ctx, DatasetGraphDefBuilder* b,
                               Node** output) const override {
       AttrValue dtypes, shapes, rows, files, bases, strides, firsts, callback, token, batches;
+      AttrValue framed, ahead;
       b->BuildAttrValue(l_->dtypes, &dtypes);
       b->BuildAttrValue(l_->rows, &shapes);
       b->BuildAttrValue(l_->shapes[0].dim_size(0), &rows);
@@ -405,10 +305,13 @@ class PackerPassesDatasetOp : public DatasetOpKernel {
       b->BuildAttrValue(l_->callback, &callback);
       b->BuildAttrValue(l_->token, &token);
       b->BuildAttrValue(l_->batches, &batches);
+      b->BuildAttrValue(l_->framed, &framed);
+      b->BuildAttrValue(l_->ahead, &ahead);
       return b->AddDataset(this, {},
                            {{"dtypes", dtypes}, {"shapes", shapes}, {"rows", rows}, {"files", files},
                             {"bases", bases}, {"strides", strides}, {"firsts", firsts},
-                            {"callback", callback}, {"token", token}, {"batches", batches}},
+                            {"callback", callback}, {"token", token}, {"batches", batches},
+                            {"framed", framed}, {"ahead", ahead}},
                            output);
     }
 
@@ -420,19 +323,18 @@ class PackerPassesDatasetOp : public DatasetOpKernel {
       Status GetNextInternal(IteratorContext* ctx, std::vector<Tensor>* out,
                              bool* end_of_sequence) override {
         const Layout& l = *dataset()->l_;
-        int64_t b;
-        {
-          mutex_lock hold(mu_);
-          if (!started_) {  // the pass is taken at the first batch, as packer.tf's read did
-            TF_RETURN_IF_ERROR(TakePass(l, &order_, &starts_));
-            started_ = true;
-          }
-          b = next_;
-          *end_of_sequence = b + 1 >= static_cast<int64_t>(starts_.size());
-          if (*end_of_sequence) return OkStatus();
-          ++next_;
+        mutex_lock hold(mu_);
+        if (!started_) {  // the pass is taken at the first batch, as packer.tf's read did
+          TF_RETURN_IF_ERROR(TakePass(l, &order_, &starts_));
+          started_ = true;
         }
-        return Read(l, order_.data() + starts_[b], starts_[b + 1] - starts_[b], out);
+        const int64_t batches = static_cast<int64_t>(starts_.size()) - 1;
+        *end_of_sequence = next_ >= batches;
+        if (*end_of_sequence) return OkStatus();
+        std::unique_ptr<Batch> batch = ahead_ ? std::move(ahead_) : Begin(next_);
+        ++next_;
+        if (l.ahead && next_ < batches) ahead_ = Begin(next_);  // copied while this is used
+        return batch->End(out);
       }
 
      protected:
@@ -448,55 +350,19 @@ class PackerPassesDatasetOp : public DatasetOpKernel {
       }
 
      private:
-      // Rows `index[0..rows)` (sorted sample numbers) of every field, as new output tensors.
-      static Status Read(const Layout& l, const int64_t* index, int64_t rows,
-                         std::vector<Tensor>* out) {
-        const size_t fields = l.dtypes.size();
-        std::vector<int64_t> shard(rows), local(rows);
-        for (int64_t r = 0; r < rows; ++r) {
-          const auto at = std::upper_bound(l.firsts.begin(), l.firsts.end(), index[r]) - 1;
-          shard[r] = at - l.firsts.begin();
-          local[r] = index[r] - *at;
-        }
-        std::vector<char*> outs(fields);
-        for (size_t f = 0; f < fields; ++f) {
-          TensorShape shape({rows});
-          shape.AppendShape(l.rows[f]);
-          PooledBuffer* buffer = Pool().Take(std::max<int64_t>(1, rows * l.bytes[f]));
-          if (buffer->data() == nullptr) {  // out of memory: an error, not a write to null
-            buffer->Unref();
-            return errors::ResourceExhausted("packer: no memory for a batch of ", rows, " rows");
-          }
-          out->emplace_back(l.dtypes[f], shape, buffer);
-          buffer->Unref();  // the tensor holds it now (and the pool, if pooled)
-          outs[f] = static_cast<char*>(buffer->data());
-        }
-        auto copy = [&](int64_t begin, int64_t end) {
-          for (int64_t r = begin; r < end; ++r) {
-            for (size_t f = 0; f < fields; ++f) {
-              const size_t k = shard[r] * fields + f;
-              std::memcpy(outs[f] + r * l.bytes[f],
-                          l.maps[k]->data + l.bases[k] + local[r] * l.strides[k], l.bytes[f]);
-            }
-          }
-        };
-        int64_t bytes = 0;
-        for (int64_t b : l.bytes) bytes += rows * b;
-        Helpers& helpers = CopyHelpers();
-        const int64_t parts = std::min<int64_t>(
-            {rows, helpers.count(), std::max<int64_t>(1, bytes / kMinBytesPerThread)});
-        if (parts <= 1) {
-          copy(0, rows);
-        } else {
-          helpers.Run(parts, [&](int p) { copy(rows * p / parts, rows * (p + 1) / parts); });
-        }
-        return OkStatus();
+      // Batch b of the pass, its copy started (on the helpers alone when read ahead).
+      std::unique_ptr<Batch> Begin(int64_t b) {
+        const int64_t begin = starts_[b];
+        return Batch::Start(dataset()->l_, order_.data() + begin, starts_[b + 1] - begin);
       }
 
       mutex mu_;
       bool started_ = false;
       int64_t next_ = 0;
       std::vector<int64_t> order_, starts_;
+      // The next batch, being copied (with `ahead`); destroyed with the iterator once its
+      // copy is done (Batch's destructor waits), so no helper writes into freed memory.
+      std::unique_ptr<Batch> ahead_;
     };
 
     const std::shared_ptr<const Layout> l_;
@@ -519,6 +385,8 @@ REGISTER_OP("PackerPassesDataset")
     .Attr("callback: string")
     .Attr("token: string")
     .Attr("batches: int")
+    .Attr("framed: list(int)")
+    .Attr("ahead: bool")
     .SetIsStateful()
     .SetShapeFn(shape_inference::ScalarShape);
 

@@ -1,0 +1,102 @@
+"""`packer.tf.dataset`'s compiled read of uncompressed tfrecord packs: the same batches as the
+numpy_function read (the Loader's), shuffled, split among ranks and resumed, and every record
+checked (framing and CRC32C) before its bytes are handed out: a damaged one is one line naming
+the shard file and the record, at the batch that holds it."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import packer
+import packer.tf
+from packer.formats.tfrecord_wire import scan
+from packer.reading.loader import Loader
+
+SIZE = (32, 24)
+
+
+@pytest.fixture(scope="module")
+def pack(seg_src, tmp_path_factory) -> Path:
+    """A segmentation tfrecord pack of 3 shards (5, 5 and 4 train records)."""
+    root = tmp_path_factory.mktemp("tf-compiled-records")
+    shard = 5 * SIZE[0] * SIZE[1] * 4
+    packer.pack(seg_src, out=root / "seg", format="tfrecord", size=SIZE, shard_size=shard)
+    return root / "seg"
+
+
+def expected(path: Path, batch_size: int, epoch: int, **options) -> list[tuple]:
+    loader = Loader(path, "train", batch_size, **options)
+    return [loader.batch(i, epoch) for i in range(len(loader))]
+
+
+def same(batches: tf.data.Dataset, wanted: list[tuple]) -> None:
+    got = list(batches.as_numpy_iterator())
+    assert len(got) == len(wanted)
+    for (x, y), (ex, ey) in zip(got, wanted, strict=True):
+        np.testing.assert_array_equal(x, ex)
+        np.testing.assert_array_equal(y, ey)
+
+
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_each_iteration_reads_the_next_epoch_as_the_loader(pack, shuffle):
+    batches = packer.tf.dataset(pack, batch_size=4, shuffle=shuffle, seed=7)
+    assert batches.packer_read == "compiled"
+    options = {"shuffle": "global" if shuffle else False, "seed": 7, "uneven": "allow"}
+    for epoch in range(3):
+        same(batches, expected(pack, 4, epoch, **options))
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_ranks_read_their_share(pack, rank):
+    batches = packer.tf.dataset(pack, batch_size=2, seed=3, rank=rank, world_size=2)
+    assert batches.packer_read == "compiled"
+    for epoch in range(2):
+        same(batches, expected(pack, 2, epoch, seed=3, rank=rank, world_size=2))
+
+
+def test_resumed_start_then_whole_epochs(pack):
+    whole = len(Loader(pack, "train", 3, seed=5))
+    batches = packer.tf.dataset(pack, batch_size=3, seed=5, start=whole + 2, normalize="unit")
+    assert batches.packer_read == "compiled"
+    wanted = expected(pack, 3, 1, seed=5, uneven="allow", normalize="unit")[2:]
+    got = list(batches.as_numpy_iterator())
+    assert len(got) == len(wanted)
+    for (x, y), (ex, ey) in zip(got, wanted, strict=True):
+        np.testing.assert_allclose(x, ex, rtol=1e-6)
+        np.testing.assert_array_equal(y, ey)
+
+
+def damaged(pack: Path, to: Path, record: int, where: str) -> Path:
+    """A copy of `pack` whose first train shard has one byte changed in `record`'s data (its
+    image bytes) or in its data CRC."""
+    copy = Path(shutil.copytree(pack, to))
+    path = sorted((copy / "train").glob("*.tfrecord"))[0]
+    starts, lengths = scan(path)
+    at = int(starts[record]) + (
+        int(lengths[record]) if where == "crc" else int(lengths[record]) // 2
+    )
+    data = bytearray(path.read_bytes())
+    data[at] ^= 0xFF
+    path.write_bytes(bytes(data))
+    return path
+
+
+@pytest.mark.parametrize("where", ["data", "crc"])
+def test_a_damaged_record_is_one_line_at_its_batch(pack, tmp_path, where):
+    path = damaged(pack, tmp_path / "damaged", 3, where)
+    batches = packer.tf.dataset(tmp_path / "damaged", batch_size=2, shuffle=False)
+    assert batches.packer_read == "compiled"
+    iterator = iter(batches)
+    next(iterator)  # records 0, 1 (record 3's batch is being read ahead)
+    with pytest.raises(tf.errors.DataLossError) as caught:
+        next(iterator)  # records 2, 3
+    message = caught.value.message
+    assert f"{path}: record 3 is corrupted (data CRC mismatch)" in message
+    assert "\n" not in message.strip()
+    with pytest.raises(tf.errors.DataLossError):  # checked again, never taken for sound
+        list(batches)
