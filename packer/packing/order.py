@@ -9,6 +9,8 @@ import os
 import random
 from collections.abc import Sequence
 
+import numpy as np
+
 from .. import storage
 from ..sources import Sample
 
@@ -29,38 +31,52 @@ def shuffled(
     ordered = sorted(samples, key=lambda s: s.image)
     digest = hashlib.sha256(f"{seed}/{split}".encode()).digest()
     rng = random.Random(int.from_bytes(digest[:8], "little"))
-    if root is not None and ordered and all(_is_cell(s) for s in ordered):
-        return in_blocks(ordered, rng, root)
+    cells = _cells(ordered) if root is not None and ordered else None
+    if cells:
+        return in_blocks(ordered, cells, rng, root)
     rng.shuffle(ordered)
     return ordered
 
 
 def in_blocks(
-    ordered: Sequence[Sample], rng: random.Random, root: str | os.PathLike
+    ordered: Sequence[Sample],
+    cells: tuple[list[str], list[int]],
+    rng: random.Random,
+    root: str | os.PathLike,
 ) -> list[Sample]:
     """Cells' samples with each row group's rows together as a block, the blocks in a seeded
     order, rows shuffled within windows of up to `WINDOW_BLOCKS` blocks (`WINDOW_BYTES` of row
     groups, at least one block): a worker keeps a window's row groups while its chunks read
-    them, where a shuffle of rows would read a row group for most rows of a large dataset."""
-    places = storage.cells.row_group_of(os.path.join(root, s.image) for s in ordered)
-    blocks: dict[tuple[str, int], tuple[int, list[Sample]]] = {}
-    for sample, (file, group, size) in zip(ordered, places, strict=True):
-        blocks.setdefault((file, group), (size, []))[1].append(sample)
-    order = list(blocks.values())
+    them, where a shuffle of rows would read a row group for most rows of a large dataset.
+    `cells`: each sample's file and row; a block's rows keep their order in `ordered`."""
+    block, sizes = storage.cells.row_groups(root, *cells)
+    members = np.argsort(block, kind="stable").tolist()  # sample positions, block by block
+    ends = np.cumsum(np.bincount(block, minlength=len(sizes))).tolist()
+    starts = [0, *ends[:-1]]
+    order = list(range(len(sizes)))
     rng.shuffle(order)
     result: list[Sample] = []
     window: list[Sample] = []
     count = held = 0
-    for size, rows in order:
-        if window and (count == WINDOW_BLOCKS or held + size > WINDOW_BYTES):
+    for b in order:
+        if window and (count == WINDOW_BLOCKS or held + sizes[b] > WINDOW_BYTES):
             rng.shuffle(window)
             result.extend(window)
             window, count, held = [], 0, 0
-        window.extend(rows)
-        count, held = count + 1, held + size
+        window.extend(ordered[i] for i in members[starts[b] : ends[b]])
+        count, held = count + 1, held + sizes[b]
     rng.shuffle(window)
     return result + window
 
 
-def _is_cell(sample: Sample) -> bool:
-    return sample.values is None and storage.cells.is_cell(sample.image)
+def _cells(ordered: Sequence[Sample]) -> tuple[list[str], list[int]] | None:
+    """The file and row of each sample's image when every image is a cell of a dataset file
+    (and no sample holds its own values), else None."""
+    files, rows = [], []
+    for sample in ordered:
+        cell = storage.cells.parse(sample.image) if sample.values is None else None
+        if cell is None:
+            return None
+        files.append(cell[0])
+        rows.append(cell[1])
+    return files, rows

@@ -23,7 +23,7 @@ from .. import storage
 from ..errors import SourceError
 from ..flags import flag
 from ..storage import ranges
-from ..storage.cells import cell_key
+from ..storage.cells import cell_key, cell_keys
 from .hf_columns import Columns, choose, features_of
 from .hf_objects import row_objects
 from .model import AnnotationOptions, Folder, Found, Rejection, Tree, folders, is_image, join
@@ -173,14 +173,16 @@ def _json(root: Path, rel: str, missing_ok: bool = False) -> dict:
 
 class _Table:
     """A dataset file opened for its schema and the label columns (never the image bytes).
-    A Parquet file's footer is read once; its columns through `ParquetFile`, which needs none
-    of `pyarrow.dataset` (half a second to import). A file at a URL: its footer and the chunks
-    of each column asked for, fetched by ranged requests (`storage.ranges`); an Arrow file
-    whole, into the local cache where the pack's workers find it."""
+    A Parquet file's footer is read once; its columns through pyarrow's `ParquetReader`, from
+    its own module: `pyarrow.parquet` would import pyarrow's file systems too (a third of
+    pyarrow's import), and `pq.read_table` `pyarrow.dataset` (half a second). A file at a URL:
+    its footer and the chunks of each column asked for, fetched by ranged requests
+    (`storage.ranges`); an Arrow file whole, into the local cache where the pack's workers
+    find it."""
 
     def __init__(self, path: Path, rel: str) -> None:
         import pyarrow as pa
-        import pyarrow.parquet as pq
+        from pyarrow._parquet import ParquetReader
 
         self.rel, self.arrow, self.parquet, self.remote = rel, None, None, None
         try:
@@ -196,7 +198,8 @@ class _Table:
                 metadata = ranges.footer(str(path), *state)
                 self.schema, self.rows = metadata.schema.to_arrow_schema(), metadata.num_rows
             else:
-                self.parquet = pq.ParquetFile(path)
+                self.parquet = ParquetReader()
+                self.parquet.open(str(path), arrow_extensions_enabled=True)  # as ParquetFile
                 self.schema, self.rows = self.parquet.schema_arrow, self.parquet.metadata.num_rows
         except (OSError, ValueError) as exc:
             raise SourceError(f"cannot read {rel}: {exc}") from None
@@ -209,7 +212,8 @@ class _Table:
             if self.remote is not None:
                 table = ranges.read_columns(*self.remote, [name])
             else:
-                table = self.parquet.read(columns=[name], use_threads=False)
+                leaves = ranges.leaves(self.parquet.metadata, name)
+                table = self.parquet.read_all(column_indices=leaves, use_threads=False)
         except (OSError, ValueError) as exc:
             raise SourceError(f"cannot read column {name!r} of {self.rel}: {exc}") from None
         return table.column(name).to_pylist()
@@ -235,12 +239,13 @@ def _rows(table: _Table, data_file: DataFile, columns: Columns) -> list:
             "every file of a dataset holds the same columns"
         )
     rel, split = data_file.rel, data_file.split
-    images = [cell_key(rel, row, columns.image) for row in range(table.rows)]
+    images = cell_keys(rel, range(table.rows), columns.image)
     if columns.label:
         labels = table.column(columns.label)
         return [(i, split, None, label) for i, label in zip(images, labels, strict=True)]
     if columns.mask:
-        return [(i, split, cell_key(rel, r, columns.mask), None) for r, i in enumerate(images)]
+        masks = cell_keys(rel, range(table.rows), columns.mask)
+        return [(i, split, m, None) for i, m in zip(images, masks, strict=True)]
     classes = len(columns.class_names or [])
     values = table.column(columns.objects)
     return [

@@ -25,9 +25,11 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
+
+import numpy as np
 
 from . import local, ranges, remote
 from .url import is_url
@@ -43,6 +45,12 @@ _asking = threading.Lock()
 def cell_key(file: str, row: int, column: str) -> str:
     """The path of a cell: its file (relative to the source root), row and column."""
     return f"{file}#row={row}&column={column}"
+
+
+def cell_keys(file: str, rows: Iterable[int], column: str) -> list[str]:
+    """`cell_key` of each row, at a fraction of the calls: a file has a million rows."""
+    head, tail = f"{file}#row=", f"&column={column}"
+    return [f"{head}{row}{tail}" for row in rows]
 
 
 def parse(path: str | os.PathLike) -> tuple[str, int, str] | None:
@@ -94,21 +102,36 @@ def sha256(path: str | os.PathLike) -> tuple[int, str]:
     return len(data), hashlib.sha256(data).hexdigest()
 
 
-def row_group_of(paths: Iterable[str | os.PathLike]) -> list[tuple[str, int, int]]:
-    """(file, row group, its bytes decoded) of each cell's path, from its file's footer
-    (Parquet) or record batches (Arrow), no value read: the pack's plan keeps a row group's rows
-    together."""
-    found, files = [], {}
-    for path in paths:
-        file, row, _ = _parsed(path)
-        opened = files.get(file)
-        if opened is None:  # each file's state taken once: a dataset has a million rows
-            opened = files[file] = _opened(file, *_state(file))
-        if not 0 <= row < opened.rows:
-            raise OSError(f"row {row} is past the file's {opened.rows} rows")
-        group = bisect.bisect_right(opened.starts, row) - 1
-        found.append((file, group, opened.sizes[group]))
-    return found
+def row_groups(
+    root: str | os.PathLike, files: Sequence[str], rows: Sequence[int]
+) -> tuple[np.ndarray, list[int]]:
+    """Which row group (record batch of an Arrow file) holds each cell, from its file's footer,
+    no value read: the pack's plan keeps a row group's rows together. Cells by file (relative
+    to `root`) and row, as `parse` gives them. Returns each cell's block, an index into the
+    second list: each block's bytes decoded, the blocks in the order the cells first reach
+    them."""
+    ids: dict[str, int] = {}
+    file_ids = np.fromiter((ids.setdefault(f, len(ids)) for f in files), np.int64, len(files))
+    opened = [_opened(p, *_state(p)) for p in (os.path.join(root, f) for f in ids)]
+    counts = np.array([o.rows for o in opened], np.int64)
+    at = np.asarray(rows, np.int64)
+    past = at >= counts[file_ids]
+    if past.any():
+        first = int(np.argmax(past))
+        raise OSError(f"row {at[first]} is past the file's {counts[file_ids[first]]} rows")
+    # the files' rows end to end: row groups numbered across files, found by one search
+    base = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    starts = np.concatenate(
+        [b + np.asarray(o.starts, np.int64) for b, o in zip(base, opened, strict=True)]
+    )
+    sizes = [size for o in opened for size in o.sizes]
+    groups = np.searchsorted(starts, base[file_ids] + at, "right") - 1
+    # blocks numbered in the order of the cells that first reach them
+    found, first, block = np.unique(groups, return_index=True, return_inverse=True)
+    order = np.argsort(first)
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    return rank[block], [sizes[g] for g in found[order].tolist()]
 
 
 def _file_stat(file: str) -> tuple[int, int] | None:
@@ -148,13 +171,13 @@ class _Parquet:
 
     def __init__(self, path: str, state: tuple[int, int]) -> None:
         import pyarrow as pa
-        import pyarrow.parquet as pq
+        from pyarrow._parquet import ParquetReader  # pyarrow.parquet's, without its imports
 
         self.key = (path, *state)  # what its kept row groups are filed under
         # The C allocator, not Arrow's default (mimalloc): mimalloc hands each row group fresh
         # huge pages, which the kernel zeroes (measured: a fifth of a worker's time for a file
         # of PNGs); malloc reuses the pages of row groups let go.
-        self.file = pq.ParquetReader(memory_pool=pa.system_memory_pool())
+        self.file = ParquetReader(memory_pool=pa.system_memory_pool())
         self.file.open(path)
         self._index(self.file.metadata)
 
@@ -214,10 +237,10 @@ class _RemoteParquet(_Parquet):
 
     def _decode(self, span: tuple[int, int], group: int, leaves: list[int], column: str):
         import pyarrow as pa
-        import pyarrow.parquet as pq
+        from pyarrow._parquet import ParquetReader
 
         part = ranges.cached(self.url, self.state, *span).read_bytes()  # fresh from eviction
-        reader = pq.ParquetReader(memory_pool=pa.system_memory_pool())
+        reader = ParquetReader(memory_pool=pa.system_memory_pool())
         source = ranges.Spans(self.state[0], {span[0]: part})
         reader.open(source, metadata=self.metadata, pre_buffer=False)  # no IO threads
         return reader.read_row_group(group, leaves, use_threads=False).column(column)

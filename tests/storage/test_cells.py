@@ -103,20 +103,21 @@ def test_row_groups_read_once_are_kept_within_the_budget(parquet, monkeypatch):
     assert len(kept.arrays) == 1 and kept.bytes == next(iter(kept.arrays.values())).nbytes
 
 
-def test_row_group_of_each_cell_from_the_footer_alone(parquet, tmp_path):
+def test_row_groups_of_cells_from_the_footer_alone(parquet, tmp_path):
     kept = dict(cells._KEPT.arrays)
     sizes = [pq.ParquetFile(parquet).metadata.row_group(i).total_byte_size for i in range(3)]
-    paths = [f"{parquet}#row={row}&column=image" for row in (6, 0, 2, 3, 5)]
-    found = [(group, size) for file, group, size in cells.row_group_of(paths)]
-    assert found == [(2, sizes[2]), (0, sizes[0]), (0, sizes[0]), (1, sizes[1]), (1, sizes[1])]
+    rows = (6, 0, 2, 3, 5)
+    block, found = cells.row_groups(parquet.parent, [parquet.name] * len(rows), rows)
+    assert block.tolist() == [0, 1, 1, 2, 2]  # numbered as the cells first reach them
+    assert found == [sizes[2], sizes[0], sizes[1]]
     assert dict(cells._KEPT.arrays) == kept  # no value read
     arrow = tmp_path / "data-00000-of-00001.arrow"
     table = pa.table({"image": CELLS})
     with pa.OSFile(str(arrow), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table, max_chunksize=2)  # record batches: rows 0-1, 2-3, 4-5, 6
-    groups = [
-        g for _, g, _ in cells.row_group_of(f"{arrow}#row={r}&column=image" for r in range(7))
-    ]
-    assert groups == [0, 0, 1, 1, 2, 2, 3]
+    files = [arrow.name] * 4 + [f"data/{parquet.name}"]
+    block, found = cells.row_groups(tmp_path, files, [6, 5, 0, 1, 6])
+    assert block.tolist() == [0, 1, 2, 2, 3]  # batches 3, 2, 0, 0; the Parquet file's group 2
+    assert len(found) == 4 and found[3] == sizes[2]
     with pytest.raises(OSError, match="row 7 is past the file's 7 rows"):
-        cells.row_group_of([f"{parquet}#row=7&column=image"])
+        cells.row_groups(parquet.parent, [parquet.name, parquet.name], [6, 7])
