@@ -121,3 +121,20 @@ def test_row_groups_of_cells_from_the_footer_alone(parquet, tmp_path):
     assert len(found) == 4 and found[3] == sizes[2]
     with pytest.raises(OSError, match="row 7 is past the file's 7 rows"):
         cells.row_groups(parquet.parent, [parquet.name, parquet.name], [6, 7])
+
+
+def test_an_empty_cell_is_one_line_naming_row_and_column(tmp_path):
+    path = tmp_path / "train.parquet"
+    images = [CELLS[0], None, {"bytes": None, "path": "2.png"}, {"bytes": None, "path": None}]
+    raw = [CELLS[0]["bytes"], None, b"", None]
+    pq.write_table(pa.table({"image": images, "raw": raw}), path)
+    assert cells.read_bytes(f"{path}#row=0&column=image") == CELLS[0]["bytes"]
+    assert cells.read_bytes(f"{path}#row=2&column=raw") == b""
+    for row, column, why in [
+        (1, "image", "row 1 of column 'image' is empty"),
+        (2, "image", "row 2 of column 'image' holds no image bytes (path '2.png' only)"),
+        (3, "image", "row 3 of column 'image' holds no image bytes$"),
+        (1, "raw", "row 1 of column 'raw' is empty"),
+    ]:
+        with pytest.raises(OSError, match=why.replace("(", r"\(").replace(")", r"\)")):
+            cells.read_bytes(f"{path}#row={row}&column={column}")
