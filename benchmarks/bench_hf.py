@@ -11,6 +11,9 @@ alternating for `--rounds` (order rotating); medians compared per encoding:
 
     ratio = Parquet img/s / class folders img/s, target >= 0.9
 
+Beside it, the CPU seconds of a pack (all its processes, the workers included), which a
+shared machine's load moves far less than the wall time.
+
 A split of cells is shuffled in row-group blocks (`packer.packing.order.in_blocks`), so each
 chunk reads a few row groups, which each worker keeps (`packer.storage.cells.KEPT_BYTES` in
 all) for their other rows: `--pixels 320x240` makes a 220 MB file, where a row-by-row shuffle
@@ -24,6 +27,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import resource
 import statistics
 import subprocess
 import sys
@@ -88,9 +92,11 @@ def make_sources(tmp: Path, images: int, pixels: tuple[int, int], row_group: int
     return sources
 
 
-def pack_rate(src: Path, out: Path, count: int, size: str) -> float:
-    """img/s of `pack SRC --workers 2 --size WxH` in a fresh process, fresh output."""
+def pack_rate(src: Path, out: Path, count: int, size: str, cpu: list[float]) -> float:
+    """img/s of `pack SRC --workers 2 --size WxH` in a fresh process, fresh output; its CPU
+    seconds (all processes) appended to `cpu`."""
     harness.warm(src)
+    before = _children_cpu()
     started = time.perf_counter()
     subprocess.run(
         [PACK, str(src), "--out", str(out), "--workers", "2", "--size", size, "--no-progress"],
@@ -98,8 +104,16 @@ def pack_rate(src: Path, out: Path, count: int, size: str) -> float:
         stdout=subprocess.DEVNULL,
     )
     rate = count / (time.perf_counter() - started)
+    cpu.append(_children_cpu() - before)
     subprocess.run(["rm", "-rf", str(out)], check=True)
     return rate
+
+
+def _children_cpu() -> float:
+    """User and system seconds of the processes this one started and waited for (a pack's
+    workers count in once the pack has waited for them)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
 
 
 def main() -> None:
@@ -114,13 +128,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
         sources = make_sources(tmp, args.images, (width, height), args.row_group)
-        packs = {}
+        packs, cpu = {}, {}
         for encoding, (folders, hub, _) in sources.items():
             for label, src in (
                 (f"{encoding} class folders", folders),
                 (f"{encoding} Parquet", hub),
             ):
-                packs[label] = lambda src=src: pack_rate(src, tmp / "out", args.images, size)
+                cpu[label] = []
+                packs[label] = lambda src=src, used=cpu[label]: pack_rate(
+                    src, tmp / "out", args.images, size, used
+                )
         rates = harness.side_by_side(packs, 0, args.rounds, measure=lambda run, _: run())
         rows = []
         for encoding, (_, _, parquet_bytes) in sources.items():
@@ -132,6 +149,7 @@ def main() -> None:
                     statistics.median(rates[folder]),
                     statistics.median(rates[hub]),
                     f"{statistics.median(paired):.2f} ({min(paired):.2f}-{max(paired):.2f})",
+                    f"{statistics.median(cpu[folder]):.2f} / {statistics.median(cpu[hub]):.2f}",
                     f"{parquet_bytes / 1e6:.1f} MB",
                 ]
             )
@@ -141,7 +159,14 @@ def main() -> None:
             "interleaved rounds (ratio: median of the per-round ratios, min-max), warm page "
             "cache, a fresh process per pack (shared machine, compare within a run)"
         )
-        headers = ["images", "class folders img/s", "Parquet img/s", "Parquet / folders", "file"]
+        headers = [
+            "images",
+            "class folders img/s",
+            "Parquet img/s",
+            "Parquet / folders",
+            "CPU s a pack: folders / Parquet",
+            "file",
+        ]
         harness.report("Hugging Face Parquet vs class folders: pack", headers, rows, notes)
 
 

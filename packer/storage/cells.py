@@ -5,7 +5,7 @@ A sample of a Hub dataset names its image as a path relative to the source root,
 image file's: `data/train-00000-of-00001.parquet#row=17&column=image`, which the converter's
 workers read themselves (no pixels over pipes). Each process keeps the files it opened and the
 row groups it read last (up to `KEPT_BYTES` in all), since a Parquet file is read a row group at
-a time; `row_group_of` tells the pack's plan which rows share one, from the footer, so that it
+a time; `row_groups` tells the pack's plan which rows share one, from the footer, so that it
 orders them together. The state of a cell is its file's (size, modification time): the cell
 changes only when its file does. Storage's `read_bytes`, `read_with_stat`, `read_head_tail`,
 `stat`, `stat_many` and `sha256_file` hand a cell's path here, so header probes, freshness
