@@ -293,7 +293,8 @@ _KEPT = _Kept()
 
 
 class _Arrow:
-    """A `datasets.save_to_disk` Arrow file (the IPC stream format), memory-mapped."""
+    """A `datasets.save_to_disk` Arrow file (the IPC stream format), memory-mapped; a column
+    asked for held as a `_Column` a chunk (no copy)."""
 
     def __init__(self, path: str) -> None:
         import pyarrow as pa
@@ -302,12 +303,22 @@ class _Arrow:
         batches = self.table.to_batches()
         self.starts, self.rows = _starts([b.num_rows for b in batches])
         self.sizes = [b.nbytes for b in batches]
+        self.columns: dict[str, tuple[list[int], list[_Column]]] = {}
 
     def value(self, row: int, column: str) -> bytes:
         if not 0 <= row < self.rows:
             raise OSError(f"row {row} is past the file's {self.rows} rows")
-        _check_column(self.table.column_names, column)
-        return _bytes_of(self.table.column(column)[row], column, row)
+        found = self.columns.get(column)
+        if found is None:
+            import pyarrow as pa
+
+            _check_column(self.table.column_names, column)
+            chunks = self.table.column(column).chunks
+            starts = _starts([len(c) for c in chunks])[0]
+            found = self.columns[column] = starts, [_Column(pa.chunked_array([c])) for c in chunks]
+        starts, chunks = found
+        at = bisect.bisect_right(starts, row) - 1
+        return chunks[at].value(row - starts[at], column, row)
 
 
 def _starts(rows: list[int]) -> tuple[list[int], int]:

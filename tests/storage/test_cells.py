@@ -123,11 +123,17 @@ def test_row_groups_of_cells_from_the_footer_alone(parquet, tmp_path):
         cells.row_groups(parquet.parent, [parquet.name, parquet.name], [6, 7])
 
 
-def test_an_empty_cell_is_one_line_naming_row_and_column(tmp_path):
-    path = tmp_path / "train.parquet"
+@pytest.mark.parametrize("suffix", ["parquet", "arrow"])
+def test_an_empty_cell_is_one_line_naming_row_and_column(tmp_path, suffix):
+    path = tmp_path / f"train.{suffix}"
     images = [CELLS[0], None, {"bytes": None, "path": "2.png"}, {"bytes": None, "path": None}]
     raw = [CELLS[0]["bytes"], None, b"", None]
-    pq.write_table(pa.table({"image": images, "raw": raw}), path)
+    table = pa.table({"image": images, "raw": raw})
+    if suffix == "parquet":
+        pq.write_table(table, path)
+    else:
+        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table, max_chunksize=3)  # rows 0-2, 3
     assert cells.read_bytes(f"{path}#row=0&column=image") == CELLS[0]["bytes"]
     assert cells.read_bytes(f"{path}#row=2&column=raw") == b""
     for row, column, why in [
