@@ -32,7 +32,7 @@ def shuffled(
     digest = hashlib.sha256(f"{seed}/{split}".encode()).digest()
     rng = random.Random(int.from_bytes(digest[:8], "little"))
     cells = _cells(ordered) if root is not None and ordered else None
-    if cells:
+    if cells is not None:
         return in_blocks(ordered, cells, rng, root)
     rng.shuffle(ordered)
     return ordered
