@@ -22,8 +22,7 @@ from pathlib import Path
 from .. import storage
 from ..errors import SourceError
 from ..flags import flag
-from ..storage import ranges
-from ..storage.cells import cell_key, cell_keys
+from ..storage import cells, ranges
 from .hf_columns import Columns, choose, features_of
 from .hf_objects import row_objects
 from .model import AnnotationOptions, Folder, Found, Rejection, Tree, folders, is_image, join
@@ -173,16 +172,15 @@ def _json(root: Path, rel: str, missing_ok: bool = False) -> dict:
 
 class _Table:
     """A dataset file opened for its schema and the label columns (never the image bytes).
-    A Parquet file's footer is read once; its columns through pyarrow's `ParquetReader`, from
-    its own module: `pyarrow.parquet` would import pyarrow's file systems too (a third of
-    pyarrow's import), and `pq.read_table` `pyarrow.dataset` (half a second). A file at a URL:
+    A Parquet file's footer is read once; its columns through pyarrow's `ParquetReader`
+    (`cells.parquet_reader`: without `pyarrow.parquet`'s imports, and `pq.read_table` would
+    import `pyarrow.dataset`, half a second). A file at a URL:
     its footer and the chunks of each column asked for, fetched by ranged requests
     (`storage.ranges`); an Arrow file whole, into the local cache where the pack's workers
     find it."""
 
     def __init__(self, path: Path, rel: str) -> None:
         import pyarrow as pa
-        from pyarrow._parquet import ParquetReader
 
         self.rel, self.arrow, self.parquet, self.remote = rel, None, None, None
         try:
@@ -198,8 +196,7 @@ class _Table:
                 metadata = ranges.footer(str(path), *state)
                 self.schema, self.rows = metadata.schema.to_arrow_schema(), metadata.num_rows
             else:
-                self.parquet = ParquetReader()
-                self.parquet.open(str(path), arrow_extensions_enabled=True)  # as ParquetFile
+                self.parquet = cells.parquet_reader(str(path), extensions=True)  # as ParquetFile
                 self.schema, self.rows = self.parquet.schema_arrow, self.parquet.metadata.num_rows
         except (OSError, ValueError) as exc:
             raise SourceError(f"cannot read {rel}: {exc}") from None
@@ -239,17 +236,17 @@ def _rows(table: _Table, data_file: DataFile, columns: Columns) -> list:
             "every file of a dataset holds the same columns"
         )
     rel, split = data_file.rel, data_file.split
-    images = cell_keys(rel, range(table.rows), columns.image)
+    images = [cells.cell_key(rel, r, columns.image) for r in range(table.rows)]
     if columns.label:
         labels = table.column(columns.label)
         return [(i, split, None, label) for i, label in zip(images, labels, strict=True)]
     if columns.mask:
-        masks = cell_keys(rel, range(table.rows), columns.mask)
+        masks = [cells.cell_key(rel, r, columns.mask) for r in range(table.rows)]
         return [(i, split, m, None) for i, m in zip(images, masks, strict=True)]
     classes = len(columns.class_names or [])
     values = table.column(columns.objects)
     return [
-        (i, split, row_objects(v, cell_key(rel, r, columns.objects), classes), None)
+        (i, split, row_objects(v, cells.cell_key(rel, r, columns.objects), classes), None)
         for r, (i, v) in enumerate(zip(images, values, strict=True))
     ]
 

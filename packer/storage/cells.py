@@ -25,7 +25,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from functools import lru_cache
 
 import numpy as np
@@ -44,12 +44,6 @@ _asking = threading.Lock()
 def cell_key(file: str, row: int, column: str) -> str:
     """The path of a cell: its file (relative to the source root), row and column."""
     return f"{file}#row={row}&column={column}"
-
-
-def cell_keys(file: str, rows: Iterable[int], column: str) -> list[str]:
-    """`cell_key` of each row, at a fraction of the calls: a file has a million rows."""
-    head, tail = f"{file}#row=", f"&column={column}"
-    return [f"{head}{row}{tail}" for row in rows]
 
 
 def parse(path: str | os.PathLike) -> tuple[str, int, str] | None:
@@ -165,19 +159,41 @@ def _parsed(path: str | os.PathLike) -> tuple[str, int, str]:
     return cell
 
 
+def parquet_reader(
+    source: object, kept: bool = False, extensions: bool = False, **options
+) -> object:
+    """pyarrow's ParquetReader open on `source` (a path or a file object; `options` those of
+    its `open`), taken from its own module: `pyarrow.parquet` imports pyarrow's file systems
+    too (11 ms of a small pack's planning), which exports it too: taken there if it moves.
+    `kept`: its row groups read into the C allocator's memory, not Arrow's default pool
+    (mimalloc hands each row group fresh huge pages, which the kernel zeroes: a fifth of a
+    worker's time for a file of PNGs; malloc reuses the pages of row groups let go).
+    `extensions`: its schema with Arrow's extension types, as `pq.ParquetFile` gives it from
+    pyarrow 21 on."""
+    import pyarrow as pa
+
+    pool = {"memory_pool": pa.system_memory_pool()} if kept else {}
+    try:
+        from pyarrow._parquet import ParquetReader
+    except ImportError:  # pyarrow's internals moved: where pyarrow.parquet exports it
+        from pyarrow.parquet import ParquetReader
+    reader = ParquetReader(**pool)
+    if not extensions:
+        reader.open(source, **options)
+        return reader
+    try:
+        reader.open(source, arrow_extensions_enabled=True, **options)
+    except TypeError:  # pyarrow before 19 has no such keyword (nor extension types to read)
+        reader.open(source, **options)
+    return reader
+
+
 class _Parquet:
     """An open Parquet file: row groups found by row, read whole into the process's `_Kept`."""
 
     def __init__(self, path: str, state: tuple[int, int]) -> None:
-        import pyarrow as pa
-        from pyarrow._parquet import ParquetReader  # pyarrow.parquet's, without its imports
-
         self.key = (path, *state)  # what its kept row groups are filed under
-        # The C allocator, not Arrow's default (mimalloc): mimalloc hands each row group fresh
-        # huge pages, which the kernel zeroes (measured: a fifth of a worker's time for a file
-        # of PNGs); malloc reuses the pages of row groups let go.
-        self.file = ParquetReader(memory_pool=pa.system_memory_pool())
-        self.file.open(path)
+        self.file = parquet_reader(path, kept=True)
         self._index(self.file.metadata)
 
     def _index(self, metadata) -> None:
@@ -235,13 +251,9 @@ class _RemoteParquet(_Parquet):
         return found
 
     def _decode(self, span: tuple[int, int], group: int, leaves: list[int], column: str):
-        import pyarrow as pa
-        from pyarrow._parquet import ParquetReader
-
         part = ranges.cached(self.url, self.state, *span).read_bytes()  # fresh from eviction
-        reader = ParquetReader(memory_pool=pa.system_memory_pool())
         source = ranges.Spans(self.state[0], {span[0]: part})
-        reader.open(source, metadata=self.metadata, pre_buffer=False)  # no IO threads
+        reader = parquet_reader(source, kept=True, metadata=self.metadata, pre_buffer=False)
         return _Column(reader.read_row_group(group, leaves, use_threads=False).column(column))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -29,6 +30,19 @@ def test_a_cell_path_names_file_row_and_column():
     assert key == "data/train-00000-of-00001.parquet#row=17&column=image"
     assert cells.parse("/src/" + key) == ("/src/data/train-00000-of-00001.parquet", 17, "image")
     assert not cells.is_cell("photos/a#row=1.jpg")
+
+
+@pytest.mark.parametrize("internal", [True, False], ids=["its module", "moved"])
+def test_the_parquet_reader_with_or_without_pyarrows_internal_module(
+    parquet, monkeypatch, internal
+):
+    if not internal:  # as if pyarrow moved it: the one pyarrow.parquet exports
+        monkeypatch.setitem(sys.modules, "pyarrow._parquet", None)
+    reader = cells.parquet_reader(str(parquet), kept=True)
+    assert (reader.metadata.num_rows, reader.metadata.num_row_groups) == (7, 3)
+    assert reader.schema_arrow == pq.read_schema(parquet)
+    group = reader.read_row_group(1, [0, 1], use_threads=False).column("image")
+    assert [v["bytes"] for v in group.to_pylist()] == [c["bytes"] for c in CELLS[3:6]]
 
 
 @pytest.mark.parametrize("column", ["image", "raw"])
