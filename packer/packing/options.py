@@ -270,7 +270,8 @@ class RunOptions(Options):
 
     overwrite: bool = option(
         False,
-        "Replace a different pack already in --out.",
+        "Replace the pack already in --out: a different one, or this one packed afresh (a "
+        "compressed pack's stored size estimated anew).",
         kind="flag",
     )
 

@@ -98,14 +98,14 @@ def own(out: Path, options: Mapping, root: str | os.PathLike, revision: int) -> 
     (raw, or made before packs recorded it): then the plan estimates as for a fresh pack."""
     for path in (out / manifest.MANIFEST_NAME, plan_marker(out)):
         try:
-            if not storage.exists(path):
-                continue
-            made = json.loads(storage.read_text(path))
+            made = json.loads(storage.read_text(path))  # one request where OUT is a URL
             kept = made["stored_size"]
             stored = StoredSize(int(kept["record_bytes"]), int(kept["samples"]), kept["encodings"])
+        except FileNotFoundError:
+            continue
         except (OSError, ValueError, KeyError, TypeError):
             return None  # none recorded; an unreadable file is the run's decision to name
-        same = (
+        same = (  # as ledger.update's differences, but an unknown revision is another pack
             made.get("source", {}).get("root") == str(root)
             and made.get("options") == json.loads(json.dumps(options))
             and made.get("converter_revision") == revision
