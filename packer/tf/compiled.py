@@ -196,7 +196,7 @@ def _places(split: object, fields: list[Field]) -> tuple[list, list, list, list]
         first, step, offsets = shard.raw_layout()
         path = str(root / tfrecord.file_name(s["name"], options))
         files += [path] * len(fields)
-        bases += [first + offsets.get(f.name, 0) for f in fields]
+        bases += [first + (offsets[f.name] if s["count"] else 0) for f in fields]
         strides += [step] * len(fields)
         framed.append(first if s["count"] else -1)
     return files, bases, strides, framed
