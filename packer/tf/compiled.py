@@ -1,10 +1,12 @@
 """The compiled batch read of `packer.tf.dataset`: a tf.data source in C++ (`ops/passes.cc`)
-for npy and uncompressed tfrecord packs of plain fixed fields, about twice the numpy_function
-read's rate (see benchmarks/results/2026-11-28-tf-data-compiled.md).
+for npy and uncompressed tfrecord packs of plain fixed fields (a class id among them), about
+twice the numpy_function read's rate (see benchmarks/results/2026-11-28-tf-data-compiled.md).
 
 Each new iterator (a Keras epoch) asks `Passes.take_pass` once for its pass's batches, then
 copies every batch's rows from the shard files with no Python and no function per element
-(a tfrecord record's framing and CRC32C checked once per process before its bytes are used);
+(a tfrecord record's framing and CRC32C checked once per process before its bytes are used,
+a field found by its key in each record's Example where its place varies, a class id decoded
+from its varint);
 as the pipeline's last stage it copies the next batch while one is consumed.
 The library is built with g++ against the installed TensorFlow on first use (or by
 scripts/install.sh) into a per-user folder keyed by TensorFlow's version and the source; where
@@ -28,7 +30,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import tensorflow as tf
 
-from ..formats import npy, tfrecord
+from ..fields import ClassId, FieldKind
+from ..formats import npy, tfrecord, tfrecord_objects
 from ..schema import Field, fixed
 from ..storage.cache import default_dir
 
@@ -114,10 +117,11 @@ def take_pass(token: str) -> tuple[np.ndarray, np.ndarray]:
 
 def handles(passes: Passes) -> bool:
     """Whether the compiled source reads this dataset: a local npy or uncompressed tfrecord
-    pack (not a mixture) of plain fixed fields in native byte order (a tfrecord pack's each at
-    the same place of every record), read without augmentation or object targets, and built
-    eagerly (a dataset built inside a traced function, a `flat_map`'s say, keeps no Python
-    object alive to hand the source its passes)."""
+    pack (not a mixture) of plain fixed fields in native byte order (a tfrecord pack's each a
+    bytes feature, or a class id's int64 one, or at the same place of every record), read
+    without augmentation or object targets, and built eagerly (a dataset built inside a
+    traced function, a `flat_map`'s say, keeps no Python object alive to hand the source its
+    passes)."""
     loader = passes.loader
     dataset = getattr(loader.split, "dataset", None)
     if (
@@ -140,13 +144,35 @@ def handles(passes: Passes) -> bool:
 
 
 def _records_hold(passes: Passes) -> bool:
-    """Whether every record of an uncompressed tfrecord split holds every field in place."""
+    """Whether the compiled source finds every field in every record of an uncompressed
+    tfrecord split: by its Example key, or at the same place of every record."""
     split = passes.loader.split
     if not tfrecord.random_access(split.dataset.format_options):
         return False
-    names = {f.name for f in passes.fields}
+    features = _features(split, passes.fields)
+    keyless = {f.name for f, (key, _) in zip(passes.fields, features, strict=True) if not key}
     shards = zip(split.shards, split.reader.shards, strict=True)
-    return all(names <= reader.raw_layout()[2].keys() for s, reader in shards if s["count"])
+    return all(keyless <= reader.raw_layout()[2].keys() for s, reader in shards if s["count"])
+
+
+def _features(split: object, fields: list[Field]) -> list[tuple[str, bool]]:
+    """Each field's Example key, and whether it is a class id's Int64List (else its bytes'
+    BytesList), as the shard reader decodes it; ("", False) where the compiled source can only
+    copy it from the same place of every record."""
+    kinds = {f.name: k for f, k in tfrecord_objects.codecs(split.dataset.fields)}
+    found = []
+    for field in fields:
+        kind, decode = kinds[field.name], type(kinds[field.name]).tfrecord_decode
+        if isinstance(kind, ClassId) and field.shape == () and decode is ClassId.tfrecord_decode:
+            integer = np.issubdtype(np.dtype(field.dtype), np.integer)
+            found.append((kind.tf_key, True) if integer else ("", False))
+        elif decode in (FieldKind.tfrecord_decode, ClassId.tfrecord_decode) and (
+            np.dtype(field.stored_dtype) == np.dtype(field.dtype)
+        ):
+            found.append((kind.tfrecord_raw_key(field) or "", False))
+        else:
+            found.append(("", False))
+    return found
 
 
 def source(
@@ -162,6 +188,7 @@ def source(
     by_name = {f.name: f for f in passes.fields}
     fields = [by_name[name] for name in tf.nest.flatten(structure)]
     files, bases, strides, framed = _places(split, fields)
+    features = _features(split, fields) if split.dataset.format == "tfrecord" else []
     dtypes = [tf.as_dtype(np.dtype(f.dtype)) for f in fields]
     variant = library().packer_passes_dataset(
         dtypes=dtypes,
@@ -176,27 +203,27 @@ def source(
         batches=-2 if batches is None else batches,  # -2: unknown
         framed=framed,
         ahead=ahead,
+        keys=[key for key, _ in features] or [""] * len(fields),
+        varints=[int(varint) for _, varint in features] or [0] * len(fields),
     )
     specs = [tf.TensorSpec([rows, *f.shape], d) for f, d in zip(fields, dtypes, strict=True)]
     return tf.data.experimental.from_variant(variant, tf.nest.pack_sequence_as(structure, specs))
 
 
 def _places(split: object, fields: list[Field]) -> tuple[list, list, list, list]:
-    """Every shard field's file, its record 0's byte, the bytes between records (shard-major),
-    and each shard's record 0 data offset where its records are framed (tfrecord), else -1."""
+    """Every shard field's file, its record 0's byte (npy) or its byte in every record's data
+    where it sits at one (tfrecord; else -1: found by its key), the bytes between records
+    (npy), shard-major; and whether each shard is TFRecord records (1) or npy files (0)."""
     root = Path(split.dataset.local_root) / split.name
     if split.dataset.format == "npy":
         files = [root / npy.file_name(s["name"], f.name) for s in split.shards for f in fields]
         bases = [npy.HEADER_BYTES] * len(files)
         strides = [f.nbytes for _ in split.shards for f in fields]
-        return [str(f) for f in files], bases, strides, [-1] * len(split.shards)
-    files, bases, strides, framed = [], [], [], []
+        return [str(f) for f in files], bases, strides, [0] * len(split.shards)
+    files, bases = [], []
     options = split.dataset.format_options
     for s, shard in zip(split.shards, split.reader.shards, strict=True):
-        first, step, offsets = shard.raw_layout()
-        path = str(root / tfrecord.file_name(s["name"], options))
-        files += [path] * len(fields)
-        bases += [first + (offsets[f.name] if s["count"] else 0) for f in fields]
-        strides += [step] * len(fields)
-        framed.append(first if s["count"] else -1)
-    return files, bases, strides, framed
+        offsets = shard.raw_layout()[2] if s["count"] else {f.name: 0 for f in fields}
+        files += [str(root / tfrecord.file_name(s["name"], options))] * len(fields)
+        bases += [offsets.get(f.name, -1) for f in fields]
+    return files, bases, [0] * len(files), [1] * len(split.shards)

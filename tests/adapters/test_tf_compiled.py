@@ -55,7 +55,7 @@ def same(batches: tf.data.Dataset, wanted: list[tuple]) -> None:
         np.testing.assert_array_equal(y, ey)
 
 
-@pytest.mark.parametrize("name", ["seg", "cls"])
+@pytest.mark.parametrize("name", ["seg", "cls", "cls-tfrecord"])
 @pytest.mark.parametrize("shuffle", [True, False])
 def test_each_iteration_reads_the_next_epoch_as_the_loader(packs, name, shuffle):
     batches = packer.tf.dataset(packs[name], batch_size=4, shuffle=shuffle, seed=7)
@@ -109,8 +109,7 @@ def test_what_it_does_not_handle_reads_as_before(packs):
     augmented = packer.tf.dataset(
         packs["seg"], batch_size=2, seed=0, augment=packer.Augment(horizontal_flip=True, seed=1)
     )
-    labels = packer.tf.dataset(packs["cls-tfrecord"], batch_size=2, seed=0)  # ids: varints
-    assert augmented.packer_read == labels.packer_read == "numpy_function"
+    assert augmented.packer_read == "numpy_function"
     assert packer.tf.dataset(packs["tfrecord"], batch_size=2, stream=True).packer_read == "stream"
 
 

@@ -1,7 +1,9 @@
 """`packer.tf.dataset`'s compiled read of uncompressed tfrecord packs: the same batches as the
 numpy_function read (the Loader's), shuffled, split among ranks and resumed, and every record
 checked (framing and CRC32C) before its bytes are handed out: a damaged one is one line naming
-the shard file and the record, at the batch that holds it."""
+the shard file and the record, at the batch that holds it. Segmentation packs (every field at
+one place of every record) and classification packs (a class id's varint of 1-3 bytes, so
+records of unequal length and the image's place varying with it)."""
 
 from __future__ import annotations
 
@@ -14,19 +16,51 @@ import tensorflow as tf
 
 import packer
 import packer.tf
-from packer.formats.tfrecord_wire import scan
+from packer.formats.tfrecord_wire import (
+    bytes_feature,
+    decode_lists,
+    encode_example,
+    frame,
+    int64_feature,
+    int64_values,
+    scan,
+)
 from packer.reading.loader import Loader
 
 SIZE = (32, 24)
 
 
-@pytest.fixture(scope="module")
-def pack(seg_src, tmp_path_factory) -> Path:
-    """A segmentation tfrecord pack of 3 shards (5, 5 and 4 train records)."""
+# Class ids of 1, 2 and 3 varint bytes: records of unequal length in most shards, one shard
+# (the packer's order) of equal ones, whose image sits at one place.
+CLASS_IDS = [0, 5, 1, 3, 2, 127, 128, 300, 20000, 7, 1, 200, 16384, 9]
+
+
+@pytest.fixture(scope="module", params=["seg", "cls"])
+def pack(request, seg_src, tmp_path_factory) -> Path:
+    """A segmentation tfrecord pack of 3 shards (5, 5 and 4 train records), or a
+    classification one of 4 (4, 4, 4, 2) with the class ids above."""
     root = tmp_path_factory.mktemp("tf-compiled-records")
-    shard = 5 * SIZE[0] * SIZE[1] * 4
-    packer.pack(seg_src, out=root / "seg", format="tfrecord", size=SIZE, shard_size=shard)
-    return root / "seg"
+    if request.param == "seg":
+        shard = 5 * SIZE[0] * SIZE[1] * 4
+        packer.pack(seg_src, out=root / "seg", format="tfrecord", size=SIZE, shard_size=shard)
+        return root / "seg"
+    return classification(root / "cls", CLASS_IDS)
+
+
+def classification(out: Path, ids: list[int]) -> Path:
+    """A tfrecord pack of 24x32 random images, one a class id, shards of 4 records."""
+    rng = np.random.default_rng(0)
+    samples = [{"image": rng.integers(0, 255, (24, 32, 3), np.uint8), "label": i} for i in ids]
+    shard = 5 * 24 * 32 * 3
+    packer.pack(samples, out=out, format="tfrecord", fields={"image": "image"}, shard_size=shard)
+    return out
+
+
+def test_classification_records_differ_in_length(pack):
+    lengths = [scan(path)[1] for path in sorted((pack / "train").glob("*.tfrecord"))]
+    if pack.name == "cls":
+        assert any(len(set(n.tolist())) > 1 for n in lengths)
+        assert any(len(set(n.tolist())) == 1 for n in lengths)
 
 
 def expected(path: Path, batch_size: int, epoch: int, **options) -> list[tuple]:
@@ -100,3 +134,48 @@ def test_a_damaged_record_is_one_line_at_its_batch(pack, tmp_path, where):
     assert "\n" not in message.strip()
     with pytest.raises(tf.errors.DataLossError):  # checked again, never taken for sound
         list(batches)
+
+
+def relabelled(pack: Path, to: Path, labels: dict[int, int]) -> Path:
+    """A copy of `pack` whose first train shard's records have the class ids `labels` gives
+    (record index -> id), each record written again (a varint of another length)."""
+    copy = Path(shutil.copytree(pack, to))
+    path = sorted((copy / "train").glob("*.tfrecord"))[0]
+    data = path.read_bytes()
+    out = []
+    for i, (start, length) in enumerate(zip(*scan(path), strict=True)):
+        lists = decode_lists(data, int(start), int(start + length))
+        features = {}
+        for key, (kind, begin, end, *_) in lists.items():
+            if kind == 1:
+                features[key] = bytes_feature(data[begin:end])
+            else:
+                values = int64_values(data, begin, end)
+                features[key] = int64_feature(
+                    [labels.get(i, values[0])] if "class" in key else values
+                )
+        out += frame(encode_example(features))
+    path.write_bytes(b"".join(out))
+    return copy
+
+
+def test_negative_and_large_class_ids_as_the_loader(tmp_path):
+    out = relabelled(classification(tmp_path / "cls", CLASS_IDS), tmp_path / "big",
+                     {0: -1, 1: 2**31 - 1, 2: -(2**31)})  # fmt: skip
+    batches = packer.tf.dataset(out, batch_size=3, shuffle=False)
+    assert batches.packer_read == "compiled"
+    wanted = expected(out, 3, 0, shuffle=False, uneven="allow")
+    assert {-1, 2**31 - 1, -(2**31)} <= set(np.concatenate([y for _, y in wanted]).tolist())
+    same(batches, wanted)
+
+
+def test_a_class_id_beyond_its_dtype_is_one_line(tmp_path):
+    """No quiet narrowing: 2**31 in an int32 class field is refused, never wrapped."""
+    out = relabelled(classification(tmp_path / "cls", CLASS_IDS), tmp_path / "big", {1: 2**31})
+    batches = packer.tf.dataset(out, batch_size=4, shuffle=False)
+    assert batches.packer_read == "compiled"
+    with pytest.raises(tf.errors.DataLossError) as caught:
+        list(batches)
+    message = caught.value.message.strip()
+    assert ": record 1: image/class/label: value 2147483648 does not fit int32" in message
+    assert "\n" not in message

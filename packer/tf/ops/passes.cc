@@ -6,8 +6,11 @@
 // yields each batch with no Python, no GIL and no function per element: every field's rows
 // copied with memcpy from the shard files, mapped once per process (shards.h), into buffers
 // that a pool hands out again once no tensor holds them, split over a helper thread per
-// usable core (pool.h). Every field of every shard is one file whose record i starts at byte
-// base + i * stride; a TFRecord shard's records are checked (framing, CRC32C) before use.
+// usable core (pool.h). An npy shard's field is one file whose record i starts at byte
+// base + i * stride; a TFRecord shard's records are found by walking its framing and checked
+// (CRC32C) before use, a field's bytes at `base` from each record's data start or, where that
+// varies (a class id's varint before it), found in the record's Example by its key, a class
+// id decoded from its varint (example.h).
 // As a pipeline's last stage (`ahead`), the source reads batch b + 1 on the helpers while
 // batch b is consumed, instead of a tf.data prefetch after it.
 #include <Python.h>
@@ -17,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "example.h"
 #include "pool.h"
 #include "shards.h"
 #include "tensorflow/core/framework/op.h"
@@ -41,8 +45,11 @@ struct Layout {
   std::vector<TensorShape> rows;             // one record of each field
   std::vector<PartialTensorShape> shapes;    // a batch of each field: [rows or ?, *row]
   std::vector<std::string> files;            // shard-major: shard s, field f at s * F + f
-  std::vector<int64_t> bases, strides, firsts, bytes;
-  std::vector<int64_t> framed;               // a TFRecord shard's record 0 data offset, or -1
+  std::vector<int64_t> bases, strides, firsts, bytes;  // a TFRecord field's base: -1 if found
+  std::vector<int64_t> framed;               // 1: a TFRecord shard, 0: npy files
+  std::vector<std::string> keys;             // each field's Example key (TFRecord)
+  std::vector<int64_t> varints;              // each field: 1 a class id's Int64List, 0 bytes
+  std::vector<bool> finds;                   // each shard: some field found by its key
   std::vector<std::shared_ptr<const Mapping>> maps;
   std::string callback, token;               // "module:function" called with the token
   int64_t batches = kUnknownCardinality;
@@ -174,16 +181,16 @@ class Batch {
   void Copy(int64_t begin, int64_t end) {
     const Layout& l = *l_;
     const size_t fields = l.dtypes.size();
+    std::vector<Span> spans;
     for (int64_t r = begin; r < end; ++r) {
       const size_t s = shard_[r], k0 = s * fields;
-      if (l.framed[s] >= 0) {
-        std::string error =
-            CheckRecord(*l.maps[k0], l.files[k0], l.framed[s], l.strides[k0], local_[r]);
+      if (l.framed[s]) {
+        std::string error = CopyRecord(s, r, &spans);
         if (!error.empty()) {
           std::lock_guard<std::mutex> hold(lock_);
-          if (error_.empty()) error_ = std::move(error);
-          continue;
+          if (error_.empty()) error_ = l.files[k0] + ": record " + std::to_string(local_[r]) + error;
         }
+        continue;
       }
       for (size_t f = 0; f < fields; ++f) {
         const size_t k = k0 + f;
@@ -191,6 +198,41 @@ class Batch {
                     l.maps[k]->data + l.bases[k] + local_[r] * l.strides[k], l.bytes[f]);
       }
     }
+  }
+  // Row r from its TFRecord record: "" or the error's end (after "<file>: record <i>").
+  std::string CopyRecord(size_t s, int64_t r, std::vector<Span>* spans) {
+    const Layout& l = *l_;
+    const size_t fields = l.dtypes.size(), k0 = s * fields;
+    const Mapping& m = *l.maps[k0];
+    const int64_t i = local_[r];
+    if (!CheckRecord(m, i)) return " is corrupted (data CRC mismatch)";
+    const char* data = m.data + m.starts[i];
+    const int64_t length = m.lengths[i];
+    if (l.finds[s] && !FindFeatures(data, length, l.keys, spans)) {
+      return ": not a packer Example";
+    }
+    for (size_t f = 0; f < fields; ++f) {
+      char* out = outs_[f] + r * l.bytes[f];
+      const int64_t base = l.bases[k0 + f];
+      if (base >= 0) {  // at the same place in every record of the shard
+        if (base + l.bytes[f] > length) return ": shorter than its fields";
+        std::memcpy(out, data + base, l.bytes[f]);
+        continue;
+      }
+      const Span& span = (*spans)[f];
+      if (span.size < 0) return ": no feature '" + l.keys[f] + "'";
+      if (l.varints[f]) {
+        const std::string why =
+            span.kind == 3 ? StoreFirstInt(span, l.dtypes[f], out) : "not an int64 feature";
+        if (!why.empty()) return ": " + l.keys[f] + ": " + why;
+      } else if (span.kind != 1 || span.size != l.bytes[f]) {
+        return ": " + l.keys[f] + " holds " + std::to_string(span.size) + " bytes, " +
+               std::to_string(l.bytes[f]) + " expected";
+      } else {
+        std::memcpy(out, span.begin, l.bytes[f]);
+      }
+    }
+    return "";
   }
 
   const std::shared_ptr<const Layout> l_;
@@ -218,17 +260,22 @@ class PackerPassesDatasetOp : public DatasetOpKernel {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("batches", &l->batches));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("framed", &l->framed));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("ahead", &l->ahead));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("keys", &l->keys));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("varints", &l->varints));
     int64_t rows;
     OP_REQUIRES_OK(ctx, ctx->GetAttr("rows", &rows));
     const size_t fields = l->dtypes.size();
-    OP_REQUIRES(ctx, l->rows.size() == fields && l->firsts.size() >= 2,
-                errors::InvalidArgument("PackerPassesDataset: a shape per dtype, 2+ firsts"));
+    OP_REQUIRES(ctx,
+                l->rows.size() == fields && l->keys.size() == fields &&
+                    l->varints.size() == fields && l->firsts.size() >= 2,
+                errors::InvalidArgument("PackerPassesDataset: a shape, key, varints per dtype, "
+                                        "2+ firsts"));
     const size_t shards = l->firsts.size() - 1;
     OP_REQUIRES(ctx,
                 l->files.size() == shards * fields && l->bases.size() == l->files.size() &&
                     l->strides.size() == l->files.size() && l->framed.size() == shards,
                 errors::InvalidArgument("PackerPassesDataset: a file, base, stride per shard "
-                                        "field, a record offset per shard"));
+                                        "field, framed per shard"));
     for (size_t f = 0; f < fields; ++f) {
       l->bytes.push_back(l->rows[f].num_elements() * DataTypeSize(l->dtypes[f]));
       l->shapes.push_back(PartialTensorShape({rows}).Concatenate(
@@ -240,32 +287,26 @@ class PackerPassesDatasetOp : public DatasetOpKernel {
       OP_REQUIRES_OK(ctx, MapFile(l->files[k], &mapping));
       const size_t s = k / fields, f = k % fields;
       const int64_t records = l->firsts[s + 1] - l->firsts[s];
-      OP_REQUIRES(ctx,
-                  records == 0 || l->bases[k] + (records - 1) * l->strides[k] + l->bytes[f] <=
-                                      static_cast<int64_t>(mapping->size),
-                  errors::DataLoss(l->files[k], ": holds fewer than the ", records,
-                                   " records the manifest says"));
-      if (l->framed[s] >= 0) {
-        OP_REQUIRES_OK(ctx, CheckFraming(*l, k, records, *mapping));
-        mapping->Records(records);
+      if (f == 0) l->finds.push_back(false);
+      if (l->framed[s]) {  // a TFRecord shard: its records found once per mapping
+        const std::string& unsound = mapping->Records(l->files[k]);
+        OP_REQUIRES(ctx, unsound.empty(), errors::DataLoss(unsound));
+        OP_REQUIRES(ctx, static_cast<int64_t>(mapping->starts.size()) == records,
+                    errors::DataLoss(l->files[k], ": holds ", mapping->starts.size(),
+                                     " records, the manifest says ", records));
+        OP_REQUIRES(ctx, l->bases[k] >= 0 || !l->keys[f].empty(),
+                    errors::InvalidArgument("PackerPassesDataset: a field without a place"));
+        if (l->bases[k] < 0) l->finds[s] = true;
+      } else {
+        OP_REQUIRES(ctx,
+                    records == 0 || l->bases[k] + (records - 1) * l->strides[k] + l->bytes[f] <=
+                                        static_cast<int64_t>(mapping->size),
+                    errors::DataLoss(l->files[k], ": holds fewer than the ", records,
+                                     " records the manifest says"));
       }
       l->maps.push_back(std::move(mapping));
     }
     layout_ = std::move(l);
-  }
-
-  // A TFRecord shard's file is its records, `stride` bytes each, and field k lies inside each.
-  static Status CheckFraming(const Layout& l, size_t k, int64_t records, const Mapping& m) {
-    const size_t s = k / l.dtypes.size(), f = k % l.dtypes.size();
-    const int64_t first = l.framed[s], step = l.strides[k];
-    const bool inside = first >= kHeadBytes && step > kHeadBytes + kFootBytes &&
-                        l.bases[k] >= first &&
-                        l.bases[k] + l.bytes[f] <= first + step - kHeadBytes - kFootBytes;
-    if (!inside || first - kHeadBytes + records * step != static_cast<int64_t>(m.size)) {
-      return errors::DataLoss(l.files[k], ": not the ", records,
-                              " records of equal length the pack's reader found");
-    }
-    return OkStatus();
   }
 
   void MakeDataset(OpKernelContext* ctx, DatasetBase** output) override {
@@ -294,7 +335,7 @@ class PackerPassesDatasetOp : public DatasetOpKernel {
     Status AsGraphDefInternal(SerializationContext* ctx, DatasetGraphDefBuilder* b,
                               Node** output) const override {
       AttrValue dtypes, shapes, rows, files, bases, strides, firsts, callback, token, batches;
-      AttrValue framed, ahead;
+      AttrValue framed, ahead, keys, varints;
       b->BuildAttrValue(l_->dtypes, &dtypes);
       b->BuildAttrValue(l_->rows, &shapes);
       b->BuildAttrValue(l_->shapes[0].dim_size(0), &rows);
@@ -307,11 +348,14 @@ class PackerPassesDatasetOp : public DatasetOpKernel {
       b->BuildAttrValue(l_->batches, &batches);
       b->BuildAttrValue(l_->framed, &framed);
       b->BuildAttrValue(l_->ahead, &ahead);
+      b->BuildAttrValue(l_->keys, &keys);
+      b->BuildAttrValue(l_->varints, &varints);
       return b->AddDataset(this, {},
                            {{"dtypes", dtypes}, {"shapes", shapes}, {"rows", rows}, {"files", files},
                             {"bases", bases}, {"strides", strides}, {"firsts", firsts},
                             {"callback", callback}, {"token", token}, {"batches", batches},
-                            {"framed", framed}, {"ahead", ahead}},
+                            {"framed", framed}, {"ahead", ahead}, {"keys", keys},
+                            {"varints", varints}},
                            output);
     }
 
@@ -387,6 +431,8 @@ REGISTER_OP("PackerPassesDataset")
     .Attr("batches: int")
     .Attr("framed: list(int)")
     .Attr("ahead: bool")
+    .Attr("keys: list(string)")
+    .Attr("varints: list(int)")
     .SetIsStateful()
     .SetShapeFn(shape_inference::ScalarShape);
 

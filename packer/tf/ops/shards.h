@@ -1,5 +1,5 @@
 // The compiled read's shard files: each mapped once per process, and a TFRecord file's records
-// checked (framing and CRC32C) once per mapping before any of their bytes is handed out.
+// found and checked (framing and CRC32C) once per mapping before any of their bytes is used.
 // Included by passes.cc.
 #pragma once
 
@@ -17,6 +17,7 @@
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "tensorflow/core/lib/hash/crc32c.h"
 #include "tensorflow/core/platform/errors.h"
@@ -29,16 +30,18 @@ constexpr int64_t kHeadBytes = 12, kFootBytes = 4;  // TFRecord: length + its CR
 struct Mapping {
   const char* data = nullptr;
   size_t size = 0;
-  // A TFRecord file's records already checked (a byte each), made by the first dataset that
-  // reads it as records: every later read of the process skips their CRC.
+  // A TFRecord file's records (each one's data start and length), found by walking its framing
+  // once per mapping (by the first dataset that reads it as records), each length's CRC
+  // checked on the way; and which records' data CRC is checked already (a byte each).
   mutable std::once_flag made;
+  mutable std::string framing;  // why the framing is unsound, or empty
+  mutable std::vector<int64_t> starts, lengths;
   mutable std::unique_ptr<std::atomic<uint8_t>[]> checked;
   ~Mapping() {
     if (data != nullptr) munmap(const_cast<char*>(data), size);
   }
-  void Records(int64_t count) const {
-    std::call_once(made, [&] { checked.reset(new std::atomic<uint8_t>[count]()); });
-  }
+  // The records, found once: empty when the framing is sound, else the one-line error.
+  const std::string& Records(const std::string& path) const;
 };
 
 using FileId = std::tuple<dev_t, ino_t, off_t, int64_t>;  // device, inode, size, mtime (ns)
@@ -111,22 +114,47 @@ inline uint32_t Load32(const char* p) {
   return v;  // little-endian: x86-64 and aarch64 as TFRecord
 }
 
-// Record `i` of a TFRecord file whose records are `step` bytes apart, record 0's data at
-// `first`: its framing (length, the length's CRC) and its data's CRC32C, checked once per
-// mapping (Records sized it). An empty string when sound, else the one-line error.
-inline std::string CheckRecord(const Mapping& m, const std::string& path, int64_t first,
-                               int64_t step, int64_t i) {
-  if (m.checked[i].load(std::memory_order_acquire)) return "";
-  const char* data = m.data + first + i * step;
-  const int64_t length = step - kHeadBytes - kFootBytes;
-  uint64_t said;
-  std::memcpy(&said, data - kHeadBytes, sizeof said);
-  if (said != static_cast<uint64_t>(length) || MaskedCrc(data - kHeadBytes, 8) != Load32(data - 4)) {
-    return path + ": record " + std::to_string(i) + ": damaged record header";
-  }
-  if (MaskedCrc(data, length) != Load32(data + length)) {
-    return path + ": record " + std::to_string(i) + " is corrupted (data CRC mismatch)";
-  }
+inline uint64_t Load64(const char* p) {
+  uint64_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+inline const std::string& Mapping::Records(const std::string& path) const {
+  std::call_once(made, [&] {
+    const int64_t size = static_cast<int64_t>(this->size);
+    int64_t at = 0;
+    while (at < size) {
+      if (size - at < kHeadBytes) {
+        framing = path + ": truncated record header at byte " + std::to_string(at);
+        return;
+      }
+      const uint64_t length = Load64(data + at);
+      if (MaskedCrc(data + at, 8) != Load32(data + at + 8)) {
+        framing = path + ": corrupted record length at byte " + std::to_string(at);
+        return;
+      }
+      if (size - at < kHeadBytes + kFootBytes ||
+          length > static_cast<uint64_t>(size - at - kHeadBytes - kFootBytes)) {
+        framing = path + ": truncated last record (at byte " + std::to_string(at) + " of " +
+                  std::to_string(size) + ")";
+        return;
+      }
+      starts.push_back(at + kHeadBytes);
+      lengths.push_back(static_cast<int64_t>(length));
+      at += kHeadBytes + static_cast<int64_t>(length) + kFootBytes;
+    }
+    checked.reset(new std::atomic<uint8_t>[starts.size()]());
+  });
+  return framing;
+}
+
+// Record `i` of a TFRecord file (Records found them): whether its data's CRC32C holds,
+// checked once per mapping.
+inline bool CheckRecord(const Mapping& m, int64_t i) {
+  if (m.checked[i].load(std::memory_order_acquire)) return true;
+  const char* data = m.data + m.starts[i];
+  if (MaskedCrc(data, m.lengths[i]) != Load32(data + m.lengths[i])) return false;
   m.checked[i].store(1, std::memory_order_release);
-  return "";
+  return true;
 }
