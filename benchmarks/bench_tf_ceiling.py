@@ -25,6 +25,11 @@ right before every timed run (warm page cache), in interleaved rounds:
   tf.dataset tfrec (compiled)
                      the uncompressed TFRecord pack (random access, its default): the same
                      compiled read, each record's CRC32C checked once per process
+  PackedSequence cls, tf.dataset tfrec cls (compiled), tf.dataset tfrec cls, numpy_function read
+                     a classification pack of the same images (npy for PackedSequence,
+                     uncompressed TFRecord for the others), class ids i % 300: varints of 1
+                     and 2 bytes, so records of unequal length; compared with PackedSequence
+                     cls (3 bytes a pixel and a class id, against the segmentation's 4)
 
 Ratios are paired round by round and reported as the median and range. Every reader run also
 records the process's CPU time (all threads) per batch: on a shared machine whose cores are
@@ -63,6 +68,7 @@ import tensorflow as tf
 import packer
 import packer.tf
 from packer.reading import gather
+from packer.reading.loader import Loader
 from packer.tf import compiled
 
 BATCH = 16
@@ -73,6 +79,9 @@ PREFETCH = "tf.dataset npy, tf.data prefetch"
 PREFETCH_IN_GRAPH = "tf.dataset npy, tf.data prefetch, in a tf.function"
 TFREC = "tf.dataset tfrec (compiled)"
 READERS = ("PackedSequence", "tf.dataset npy", IN_GRAPH, PREFETCH, PREFETCH_IN_GRAPH, NUMPY, TFREC)
+SEQ_CLS, TFREC_CLS = "PackedSequence cls", "tf.dataset tfrec cls (compiled)"
+TFREC_CLS_NUMPY = "tf.dataset tfrec cls, numpy_function read"
+CLASSES = 300  # class ids i % 300: varints of 1 and 2 bytes
 
 Epoch = Callable[[], int]  # reads one epoch, returns the samples read
 
@@ -84,22 +93,36 @@ def cpu_seconds() -> float:
 
 
 def make_packs(src: Path, root: Path) -> dict[str, Path]:
-    """The npy and uncompressed TFRecord packs of `src` at the reading benchmarks' size."""
+    """The npy and uncompressed TFRecord packs of `src` at the reading benchmarks' size, and
+    classification packs of the same images (`cls-npy`, `cls-tfrecord`)."""
     packs = {}
     for fmt in ("npy", "tfrecord"):
         ds = packer.pack(src, out=root / fmt, format=fmt, size=harness.SIZE, progress=False)
         packs[fmt] = Path(ds.root)
+    loader = Loader(packs["npy"], "train", 64, shuffle=False)
+    images = [image for i in range(len(loader)) for image in loader.batch(i, 0)[0]]
+    samples = [{"image": image, "label": i % CLASSES} for i, image in enumerate(images)]
+    for fmt in ("npy", "tfrecord"):
+        out = root / f"cls-{fmt}"
+        ds = packer.pack(samples, out=out, format=fmt, fields={"image": "image"}, progress=False)
+        packs[f"cls-{fmt}"] = Path(ds.root)
     return packs
 
 
 def epochs(packs: dict[str, Path]) -> dict[str, Epoch]:
     """One epoch of each reader, returning the samples read."""
     seq = harness.open_sequence(packs["npy"], BATCH)
+    seq_cls = harness.open_sequence(packs["cls-npy"], BATCH)
     datasets = {
         name: packer.tf.dataset(packs[fmt], batch_size=BATCH, seed=0)
-        for name, fmt in (("tf.dataset npy", "npy"), (TFREC, "tfrecord"))
+        for name, fmt in (
+            ("tf.dataset npy", "npy"),
+            (TFREC, "tfrecord"),
+            (TFREC_CLS, "cls-tfrecord"),
+        )
     }
     datasets[NUMPY] = numpy_read(packs["npy"])
+    datasets[TFREC_CLS_NUMPY] = numpy_read(packs["cls-tfrecord"])
     datasets[PREFETCH] = prefetched(packs["npy"])
     print("reads:", {name: d.packer_read for name, d in datasets.items()})
 
@@ -121,16 +144,17 @@ def epochs(packs: dict[str, Path]) -> dict[str, Epoch]:
 
     return (
         {"PackedSequence": lambda: harness.sequence_epoch(seq)}
+        | {SEQ_CLS: lambda: harness.sequence_epoch(seq_cls)}
         | {name: tf_epoch(ds) for name, ds in datasets.items()}
         | {IN_GRAPH: in_graph("tf.dataset npy"), PREFETCH_IN_GRAPH: in_graph(PREFETCH)}
     )
 
 
-def numpy_read(npy: Path) -> tf.data.Dataset:
-    """`packer.tf.dataset` over `npy` with the compiled read turned off."""
+def numpy_read(pack: Path) -> tf.data.Dataset:
+    """`packer.tf.dataset` over `pack` with the compiled read turned off."""
     compiled.ENABLED = False
     try:
-        return packer.tf.dataset(npy, batch_size=BATCH, seed=0)
+        return packer.tf.dataset(pack, batch_size=BATCH, seed=0)
     finally:
         compiled.ENABLED = True
 
@@ -148,7 +172,7 @@ def prefetched(npy: Path) -> tf.data.Dataset:
 def side_by_side(packs: dict[str, Path], rounds: int, seconds: float) -> tuple[dict, dict]:
     """img/s per contender per round, and each reader's CPU microseconds per batch."""
     readers = epochs(packs)
-    count = readers["PackedSequence"]()  # every train sample once
+    count = readers["PackedSequence"]()  # every train sample once (of the segmentation pack)
     sample = harness.SIZE[0] * harness.SIZE[1] * 4  # RGB image + 1-byte mask
     source = np.random.default_rng(1).integers(0, 256, count * sample, dtype=np.uint8)
     threads = gather.thread_count()
@@ -277,6 +301,12 @@ def main() -> None:
         ), ""]
         for reader in READERS[1:]
     ]  # fmt: skip
+    for reader in (TFREC_CLS, TFREC_CLS_NUMPY):
+        cls_cpu = [s / t for s, t in zip(cpu[SEQ_CLS], cpu[reader], strict=True)]
+        goal_rows += [
+            [reader, SEQ_CLS, spread(harness.ratios(rates, SEQ_CLS)[reader]), ">= 0.9"],
+            [reader, f"{SEQ_CLS}, by CPU per batch", spread(cls_cpu), ""],
+        ]
     harness.report(
         "Ratios, paired round by round: median (range)",
         ["reader", "over", "ratio", "goal"],
