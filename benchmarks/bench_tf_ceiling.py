@@ -25,7 +25,8 @@ right before every timed run (warm page cache), in interleaved rounds:
   tf.dataset tfrec (compiled)
                      the uncompressed TFRecord pack (random access, its default): the same
                      compiled read, each record's CRC32C checked once per process
-  PackedSequence cls, tf.dataset tfrec cls (compiled), tf.dataset tfrec cls, numpy_function read
+  PackedSequence cls, tf.dataset tfrec cls (compiled, and in a tf.function), tf.dataset tfrec
+  cls, numpy_function read
                      a classification pack of the same images (npy for PackedSequence,
                      uncompressed TFRecord for the others), class ids i % 300: varints of 1
                      and 2 bytes, so records of unequal length; compared with PackedSequence
@@ -81,6 +82,7 @@ TFREC = "tf.dataset tfrec (compiled)"
 READERS = ("PackedSequence", "tf.dataset npy", IN_GRAPH, PREFETCH, PREFETCH_IN_GRAPH, NUMPY, TFREC)
 SEQ_CLS, TFREC_CLS = "PackedSequence cls", "tf.dataset tfrec cls (compiled)"
 TFREC_CLS_NUMPY = "tf.dataset tfrec cls, numpy_function read"
+CLS_IN_GRAPH = "tf.dataset tfrec cls, in a tf.function"
 CLASSES = 300  # class ids i % 300: varints of 1 and 2 bytes
 
 Epoch = Callable[[], int]  # reads one epoch, returns the samples read
@@ -147,6 +149,7 @@ def epochs(packs: dict[str, Path]) -> dict[str, Epoch]:
         | {SEQ_CLS: lambda: harness.sequence_epoch(seq_cls)}
         | {name: tf_epoch(ds) for name, ds in datasets.items()}
         | {IN_GRAPH: in_graph("tf.dataset npy"), PREFETCH_IN_GRAPH: in_graph(PREFETCH)}
+        | {CLS_IN_GRAPH: in_graph(TFREC_CLS)}
     )
 
 
@@ -301,7 +304,7 @@ def main() -> None:
         ), ""]
         for reader in READERS[1:]
     ]  # fmt: skip
-    for reader in (TFREC_CLS, TFREC_CLS_NUMPY):
+    for reader in (TFREC_CLS, CLS_IN_GRAPH, TFREC_CLS_NUMPY):
         cls_cpu = [s / t for s, t in zip(cpu[SEQ_CLS], cpu[reader], strict=True)]
         goal_rows += [
             [reader, SEQ_CLS, spread(harness.ratios(rates, SEQ_CLS)[reader]), ">= 0.9"],
