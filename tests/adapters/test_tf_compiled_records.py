@@ -136,9 +136,10 @@ def test_a_damaged_record_is_one_line_at_its_batch(pack, tmp_path, where):
         list(batches)
 
 
-def relabelled(pack: Path, to: Path, labels: dict[int, int]) -> Path:
+def relabelled(pack: Path, to: Path, labels: dict[int, int], cut: int = -1) -> Path:
     """A copy of `pack` whose first train shard's records have the class ids `labels` gives
-    (record index -> id), each record written again (a varint of another length)."""
+    (record index -> id), each record written again (a varint of another length); record
+    `cut`'s image a byte short."""
     copy = Path(shutil.copytree(pack, to))
     path = sorted((copy / "train").glob("*.tfrecord"))[0]
     data = path.read_bytes()
@@ -148,7 +149,7 @@ def relabelled(pack: Path, to: Path, labels: dict[int, int]) -> Path:
         features = {}
         for key, (kind, begin, end, *_) in lists.items():
             if kind == 1:
-                features[key] = bytes_feature(data[begin:end])
+                features[key] = bytes_feature(data[begin : end - (i == cut)])
             else:
                 values = int64_values(data, begin, end)
                 features[key] = int64_feature(
@@ -178,4 +179,15 @@ def test_a_class_id_beyond_its_dtype_is_one_line(tmp_path):
         list(batches)
     message = caught.value.message.strip()
     assert ": record 1: image/class/label: value 2147483648 does not fit int32" in message
+    assert "\n" not in message
+
+
+def test_an_image_of_the_wrong_size_is_one_line(tmp_path):
+    out = relabelled(classification(tmp_path / "cls", CLASS_IDS), tmp_path / "cut", {}, cut=2)
+    batches = packer.tf.dataset(out, batch_size=4, shuffle=False)
+    assert batches.packer_read == "compiled"
+    with pytest.raises(tf.errors.DataLossError) as caught:
+        list(batches)
+    message = caught.value.message.strip()
+    assert ": record 2: image/raw holds 2303 bytes, 2304 expected" in message
     assert "\n" not in message
