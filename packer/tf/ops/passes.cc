@@ -188,7 +188,9 @@ class Batch {
         std::string error = CopyRecord(s, r, &spans);
         if (!error.empty()) {
           std::lock_guard<std::mutex> hold(lock_);
-          if (error_.empty()) error_ = l.files[k0] + ": record " + std::to_string(local_[r]) + error;
+          if (error_.empty()) {
+            error_ = l.files[k0] + ": record " + std::to_string(local_[r]) + error;
+          }
         }
         continue;
       }
