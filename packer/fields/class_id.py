@@ -39,7 +39,10 @@ class ClassId(FieldKind):
     def tfrecord_decode(self, field, example, size):
         if field.shape != ():
             return super().tfrecord_decode(field, example, size)
-        return np.asarray(example.ints(self.tf_key)[0], field.dtype)
+        value, dtype = int(example.ints(self.tf_key)[0]), np.dtype(field.dtype)
+        if not np.iinfo(dtype).min <= value <= np.iinfo(dtype).max:  # an edited record
+            raise ValueError(f"{self.tf_key} {value} does not fit the field's {dtype.name}")
+        return np.asarray(value, dtype)
 
     def tf_spec(self, field):
         import tensorflow as tf
@@ -53,7 +56,15 @@ class ClassId(FieldKind):
 
         if field.shape != ():
             return super().tf_value(field, parsed, size)
-        return tf.cast(parsed[self.tf_key], np.dtype(field.dtype).newbyteorder("=").name)
+        value, dtype = parsed[self.tf_key], np.dtype(field.dtype).newbyteorder("=")
+        if dtype == np.int64:
+            return value
+        cast = tf.cast(value, dtype.name)
+        fits = tf.debugging.assert_equal(  # an edited record's id beyond the dtype: no wrap
+            tf.cast(cast, tf.int64), value, message=f"{self.tf_key} does not fit {dtype.name}"
+        )
+        with tf.control_dependencies([fits]):
+            return tf.identity(cast)
 
     # --- reading: batches, targets, the workers' hand-off
 

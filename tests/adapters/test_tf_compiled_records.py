@@ -16,6 +16,7 @@ import tensorflow as tf
 
 import packer
 import packer.tf
+from packer.fields.class_id import ClassId
 from packer.formats.tfrecord_wire import (
     bytes_feature,
     decode_lists,
@@ -26,6 +27,7 @@ from packer.formats.tfrecord_wire import (
     scan,
 )
 from packer.reading.loader import Loader
+from packer.schema import Field
 
 SIZE = (32, 24)
 
@@ -180,6 +182,18 @@ def test_a_class_id_beyond_its_dtype_is_one_line(tmp_path):
     message = caught.value.message.strip()
     assert ": record 1: image/class/label: value 2147483648 does not fit int32" in message
     assert "\n" not in message
+    with pytest.raises(OSError, match="record 1: image/class/label 2147483648 does not fit"):
+        Loader(out, "train", 4, shuffle=False).batch(0)  # the Python reader: refused too
+
+
+def test_a_streamed_class_id_beyond_its_dtype_is_refused():
+    """The gzip pack's streamed parse casts in the graph: checked, never wrapped."""
+    field = Field("label", (), "int32", kind="class")
+    parsed = {ClassId.tf_key: tf.constant([1, 2**31 - 1], tf.int64)}
+    assert ClassId().tf_value(field, parsed, None).numpy().tolist() == [1, 2**31 - 1]
+    parsed = {ClassId.tf_key: tf.constant([1, 2**31], tf.int64)}
+    with pytest.raises(tf.errors.InvalidArgumentError, match="does not fit int32"):
+        ClassId().tf_value(field, parsed, None)
 
 
 def test_an_image_of_the_wrong_size_is_one_line(tmp_path):
