@@ -152,7 +152,7 @@ def _fetch_to(local: Path, url: str, state: tuple[int, int], start: int, end: in
     parts evicted), renamed when complete and when the file is still at `state`."""
     top = cache.default_dir()
     room = cache.Bounded(
-        top / "sources", cache.default_max_bytes(), top / ".locks" / "evict-sources"
+        top / "sources", cache.default_max_bytes(), top / ".locks" / "evict-sources", tally=True
     )
     with room.claimed(local, end - start) as tmp:
         if (start, end) == (0, state[0]):

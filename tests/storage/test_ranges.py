@@ -100,8 +100,35 @@ def test_parts_share_a_fixed_set_of_lock_files(cache, monkeypatch):
     whole = fsspec.filesystem("memory").cat_file(url)
     for start in range(0, 3000, 100):  # 30 parts, each its own bytes
         assert ranges.cached(url, state, start, start + 100).read_bytes() == whole[start:][:100]
-    locks = {p.name for p in (cache / ".locks").iterdir()} - {"evict-sources"}
+    locks = {p.name for p in (cache / ".locks").iterdir()} - {
+        "evict-sources",
+        "evict-sources.bytes",
+    }
     assert 1 <= len(locks) <= 4  # not one lock file left behind a part
+
+
+def test_parts_walk_the_cache_a_tenth_of_its_bound_apart(cache, monkeypatch):
+    """Many small parts: the folder is walked when the tallied bytes would pass the bound, not
+    once a part, and stays within the bound."""
+    monkeypatch.setenv("PACKER_CACHE_BYTES", "20000")
+    monkeypatch.setattr(cache_module, "GRACE", 0.0)
+    walks = []
+    real = cache_module._evict
+    monkeypatch.setattr(cache_module, "_evict", lambda *a: walks.append(a) or real(*a))
+    url = memory_parquet("tally", rows=40)
+    state = remote.stat(url)
+    for start in range(0, 60_000, 500):  # 120 parts of 500 bytes: 3x the bound
+        ranges.cached(url, state, start, start + 500)
+    held = sum(p.stat().st_size for p in (cache / "sources").rglob("*") if p.is_file())
+    assert held <= 20_000
+    # a walk a part would be 120; the tally's: the first fetch's, then one each time
+    # 2,000 bytes (a tenth of the bound, 4 parts) have come since: (60,000 - 20,000) / 2,000
+    assert 2 <= len(walks) <= 21
+    walked = len(walks)
+    (cache / ".locks" / "evict-sources.bytes").write_text("cut sh")  # a killed write: walks
+    ranges.cached(url, state, 60_000, 60_500)
+    assert len(walks) == walked + 1
+    assert int((cache / ".locks" / "evict-sources.bytes").read_text()) > 0
 
 
 def test_a_store_without_times_dates_a_file_by_its_content_id():
