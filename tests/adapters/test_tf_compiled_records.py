@@ -28,6 +28,7 @@ from packer.formats.tfrecord_wire import (
 )
 from packer.reading.loader import Loader
 from packer.schema import Field
+from tests.adapters.test_tf_compiled import expected, same
 
 SIZE = (32, 24)
 
@@ -63,19 +64,6 @@ def test_classification_records_differ_in_length(pack):
     if pack.name == "cls":
         assert any(len(set(n.tolist())) > 1 for n in lengths)
         assert any(len(set(n.tolist())) == 1 for n in lengths)
-
-
-def expected(path: Path, batch_size: int, epoch: int, **options) -> list[tuple]:
-    loader = Loader(path, "train", batch_size, **options)
-    return [loader.batch(i, epoch) for i in range(len(loader))]
-
-
-def same(batches: tf.data.Dataset, wanted: list[tuple]) -> None:
-    got = list(batches.as_numpy_iterator())
-    assert len(got) == len(wanted)
-    for (x, y), (ex, ey) in zip(got, wanted, strict=True):
-        np.testing.assert_array_equal(x, ex)
-        np.testing.assert_array_equal(y, ey)
 
 
 @pytest.mark.parametrize("shuffle", [True, False])
