@@ -39,7 +39,10 @@ class ClassId(FieldKind):
     def tfrecord_decode(self, field, example, size):
         if field.shape != ():
             return super().tfrecord_decode(field, example, size)
-        value, dtype = int(example.ints(self.tf_key)[0]), np.dtype(field.dtype)
+        values, dtype = example.ints(self.tf_key), np.dtype(field.dtype)
+        if len(values) != 1:
+            raise ValueError(f"{self.tf_key}: {len(values)} values, one expected")
+        value = int(values[0])
         if not np.iinfo(dtype).min <= value <= np.iinfo(dtype).max:  # an edited record
             raise ValueError(f"{self.tf_key} {value} does not fit the field's {dtype.name}")
         return np.asarray(value, dtype)
@@ -59,11 +62,11 @@ class ClassId(FieldKind):
         value, dtype = parsed[self.tf_key], np.dtype(field.dtype).newbyteorder("=")
         if dtype == np.int64:
             return value
-        cast = tf.cast(value, dtype.name)
-        fits = tf.debugging.assert_equal(  # an edited record's id beyond the dtype: no wrap
-            tf.cast(cast, tf.int64), value, message=f"{self.tf_key} does not fit {dtype.name}"
-        )
-        with tf.control_dependencies([fits]):
+        cast, why = tf.cast(value, dtype.name), f"{self.tf_key} does not fit {dtype.name}"
+        fits = [tf.debugging.assert_equal(tf.cast(cast, tf.int64), value, message=why)]
+        if dtype.kind == "u":  # -1 round-trips through uint64: refused as such
+            fits.append(tf.debugging.assert_non_negative(value, message=why))
+        with tf.control_dependencies(fits):  # an edited record's id: never wrapped
             return tf.identity(cast)
 
     # --- reading: batches, targets, the workers' hand-off

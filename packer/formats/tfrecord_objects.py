@@ -72,6 +72,8 @@ class Example:
         self.lists, self.data = lists, data
 
     def ints(self, key: str) -> np.ndarray:
+        if self.lists[key][0] != 3:
+            raise ValueError(f"{key} is not an int64 feature")
         return _ints(self.data, self.lists[key])
 
     def floats(self, key: str) -> np.ndarray:

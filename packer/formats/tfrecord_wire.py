@@ -115,12 +115,17 @@ def encode_example(features: dict[str, list]) -> list:
     return _delimited(1, entries)
 
 
-def _read_varint(data, pos: int) -> tuple[int, int]:
-    """The varint at `pos` and the position after it."""
+def _read_varint(data, pos: int, stop: int | None = None) -> tuple[int, int]:
+    """The varint at `pos` (ending before `stop` where given) and the position after it; a
+    ValueError past `stop` or beyond 64 bits (no quiet wrap into another value)."""
     value = shift = 0
     while True:
+        if stop is not None and pos >= stop:
+            raise ValueError("a varint cut short")
         byte = data[pos]
         pos += 1
+        if shift == 63 and byte > 1:
+            raise ValueError("a varint over 64 bits")
         value |= (byte & 0x7F) << shift
         if byte < 0x80:
             return value, pos
@@ -177,6 +182,6 @@ def int64_values(data, start: int, stop: int) -> list[int]:
     """The packed varints of an Int64List, as signed 64-bit integers."""
     values = []
     while start < stop:
-        value, start = _read_varint(data, start)
+        value, start = _read_varint(data, start, stop)
         values.append(value - (1 << 64) if value >> 63 else value)
     return values

@@ -18,9 +18,11 @@ import packer
 import packer.tf
 from packer.fields.class_id import ClassId
 from packer.formats.tfrecord_wire import (
+    _delimited,
     bytes_feature,
     decode_lists,
     encode_example,
+    float_feature,
     frame,
     int64_feature,
     int64_values,
@@ -126,10 +128,10 @@ def test_a_damaged_record_is_one_line_at_its_batch(pack, tmp_path, where):
         list(batches)
 
 
-def relabelled(pack: Path, to: Path, labels: dict[int, int], cut: int = -1) -> Path:
+def relabelled(pack: Path, to: Path, labels: dict[int, int | list], cut: int = -1) -> Path:
     """A copy of `pack` whose first train shard's records have the class ids `labels` gives
-    (record index -> id), each record written again (a varint of another length); record
-    `cut`'s image a byte short."""
+    (record index -> id, or the label's whole feature), each record written again (a varint of
+    another length); record `cut`'s image a byte short."""
     copy = Path(shutil.copytree(pack, to))
     path = sorted((copy / "train").glob("*.tfrecord"))[0]
     data = path.read_bytes()
@@ -142,8 +144,13 @@ def relabelled(pack: Path, to: Path, labels: dict[int, int], cut: int = -1) -> P
                 features[key] = bytes_feature(data[begin : end - (i == cut)])
             else:
                 values = int64_values(data, begin, end)
-                features[key] = int64_feature(
-                    [labels.get(i, values[0])] if "class" in key else values
+                label = labels.get(i, values[0]) if "class" in key else None
+                features[key] = (  # an id, or the feature itself (a list of its pieces)
+                    int64_feature(values)
+                    if label is None
+                    else label
+                    if isinstance(label, list)
+                    else int64_feature([label])
                 )
         out += frame(encode_example(features))
     path.write_bytes(b"".join(out))
@@ -172,6 +179,32 @@ def test_a_class_id_beyond_its_dtype_is_one_line(tmp_path):
     assert "\n" not in message
     with pytest.raises(OSError, match="record 1: image/class/label 2147483648 does not fit"):
         Loader(out, "train", 4, shuffle=False).batch(0)  # the Python reader: refused too
+
+
+OVER_64_BITS = bytes([0x85, *[0x80] * 8, 0x02])  # 2**64 + 5: a 65-bit varint
+
+
+@pytest.mark.parametrize(
+    "feature, why",
+    [
+        (float_feature(np.array([1.0], "<f4")), "not an int64 feature"),
+        (_delimited(3, _delimited(1, [OVER_64_BITS])), "over 64 bits"),
+        (int64_feature([7, 9]), "2 values, one expected"),
+    ],
+    ids=["float list", "over 64 bits", "two values"],
+)
+def test_a_label_that_is_not_one_int64_is_refused_by_both_reads(tmp_path, feature, why):
+    """No quiet first value, wrap or kind change: both reads refuse record 1 in one line."""
+    out = relabelled(classification(tmp_path / "cls", CLASS_IDS), tmp_path / "odd", {1: feature})
+    batches = packer.tf.dataset(out, batch_size=4, shuffle=False)
+    assert batches.packer_read == "compiled"
+    with pytest.raises(tf.errors.DataLossError) as caught:
+        list(batches)
+    message = caught.value.message.strip()
+    assert ": record 1: image/class/label" in message and why in message
+    assert "\n" not in message
+    with pytest.raises(OSError, match=f"record 1: .*{why}"):
+        Loader(out, "train", 4, shuffle=False).batch(0)
 
 
 def test_a_streamed_class_id_beyond_its_dtype_is_refused():

@@ -99,16 +99,17 @@ bool StoreAs(int64_t value, char* out) {
   return true;
 }
 
-// An Int64List's first value (every varint of it read, as the Python reader reads them) as
-// `dtype` at `out`: "" or why not (cut short, empty, or a value the dtype cannot hold).
-inline std::string StoreFirstInt(const Span& span, tensorflow::DataType dtype, char* out) {
+// An Int64List's one value (a class id's: one, as the Python reader takes it) as `dtype` at
+// `out`: "" or why not (cut short, not one value, or a value the dtype cannot hold).
+inline std::string StoreOneInt(const Span& span, tensorflow::DataType dtype, char* out) {
   if (span.size <= 0) return "no value";
   uint64_t first = 0, value;
-  for (const uint8_t *p = span.begin, *end = p + span.size; p < end;) {
-    const bool is_first = p == span.begin;
-    if (!ReadVarint(p, end, &value)) return "a varint cut short";
-    if (is_first) first = value;
+  int64_t count = 0;
+  for (const uint8_t *p = span.begin, *end = p + span.size; p < end; ++count) {
+    if (!ReadVarint(p, end, &value)) return "a varint cut short or over 64 bits";
+    if (count == 0) first = value;
   }
+  if (count != 1) return std::to_string(count) + " values, one expected";
   const int64_t v = static_cast<int64_t>(first);  // two's complement, as int64_values
   bool fits = false;
   switch (dtype) {

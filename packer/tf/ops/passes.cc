@@ -225,9 +225,11 @@ class Batch {
       if (span.size < 0) return ": no feature '" + l.keys[f] + "'";
       if (l.varints[f]) {
         const std::string why =
-            span.kind == 3 ? StoreFirstInt(span, l.dtypes[f], out) : "not an int64 feature";
+            span.kind == 3 ? StoreOneInt(span, l.dtypes[f], out) : "not an int64 feature";
         if (!why.empty()) return ": " + l.keys[f] + ": " + why;
-      } else if (span.kind != 1 || span.size != l.bytes[f]) {
+      } else if (span.kind != 1) {
+        return ": " + l.keys[f] + " is not a bytes feature";
+      } else if (span.size != l.bytes[f]) {
         return ": " + l.keys[f] + " holds " + std::to_string(span.size) + " bytes, " +
                std::to_string(l.bytes[f]) + " expected";
       } else {
