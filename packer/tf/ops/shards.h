@@ -144,6 +144,8 @@ inline const std::string& Mapping::Records(const std::string& path) const {
       lengths.push_back(static_cast<int64_t>(length));
       at += kHeadBytes + static_cast<int64_t>(length) + kFootBytes;
     }
+    starts.shrink_to_fit();  // 16 bytes a record kept, not the growth's up to 32
+    lengths.shrink_to_fit();
     checked.reset(new std::atomic<uint8_t>[starts.size()]());
   });
   return framing;
